@@ -1,0 +1,79 @@
+use super::*;
+use std::fs;
+
+fn touch(p: &Path) {
+    fs::create_dir_all(p.parent().unwrap()).unwrap();
+    fs::write(p, b"").unwrap();
+}
+
+#[test]
+fn runs_are_found_nested_and_sorted() {
+    let t = tempfile::tempdir().unwrap();
+    touch(&t.path().join("plugins/profile/b_run/h.xplane.pb"));
+    touch(&t.path().join("plugins/profile/a_run/h.xplane.pb"));
+    touch(&t.path().join("sub/plugins/profile/r2/h.xplane.pb"));
+    let (runs, _) = list_runs(t.path()).unwrap();
+    assert_eq!(runs, vec!["a_run", "b_run", "sub/r2"]);
+}
+
+#[test]
+fn logdir_opens_latest_run_and_hosts_are_sorted() {
+    let t = tempfile::tempdir().unwrap();
+    touch(&t.path().join("plugins/profile/2024_01_01/host1.xplane.pb"));
+    touch(&t.path().join("plugins/profile/2024_01_02/host1.xplane.pb"));
+    touch(&t.path().join("plugins/profile/2024_01_02/host0.xplane.pb"));
+    touch(&t.path().join("plugins/profile/2024_01_02/m(1).hlo_proto.pb"));
+    touch(&t.path().join("plugins/profile/2024_01_02/NO_MODULE.hlo_proto.pb"));
+    let s = resolve(&Selector {
+        path: Some(t.path().display().to_string()),
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(s.run, "2024_01_02");
+    assert_eq!(s.host_names(), vec!["host0", "host1"]);
+    assert_eq!(s.hlo_protos.len(), 1);
+}
+
+#[test]
+fn run_name_with_logdir_and_underscore_folding() {
+    let t = tempfile::tempdir().unwrap();
+    touch(&t.path().join("plugins/profile/2024_01_01/h.xplane.pb"));
+    let s = resolve(&Selector {
+        logdir: Some(t.path().display().to_string()),
+        run: Some("20240101".into()),
+        ..Default::default()
+    })
+    .unwrap();
+    assert!(s.dir.ends_with("2024_01_01"));
+}
+
+#[test]
+fn missing_paths_and_empty_run_dirs_are_path_errors() {
+    let t = tempfile::tempdir().unwrap();
+    let e = resolve(&Selector {
+        path: Some(t.path().join("nope").display().to_string()),
+        ..Default::default()
+    })
+    .unwrap_err();
+    assert_eq!(e.kind(), "path");
+    fs::create_dir_all(t.path().join("plugins/profile/empty")).unwrap();
+    let e = resolve(&Selector {
+        path: Some(t.path().join("plugins/profile/empty").display().to_string()),
+        ..Default::default()
+    })
+    .unwrap_err();
+    assert!(matches!(e, CaptureError::NoXSpace { .. }), "{e}");
+}
+
+#[test]
+fn unknown_host_lists_available() {
+    let t = tempfile::tempdir().unwrap();
+    touch(&t.path().join("plugins/profile/r/host0.xplane.pb"));
+    let s = resolve(&Selector {
+        path: Some(t.path().display().to_string()),
+        ..Default::default()
+    })
+    .unwrap();
+    let e = s.select_hosts(Some("zz")).unwrap_err();
+    assert!(e.hint().unwrap().contains("host0"));
+}

@@ -1,0 +1,902 @@
+//! The plugin author's SDK: one file per tool, `impl Tool`, `register_tool!`, and one
+//! `export_plugin!` per plugin crate.
+
+use std::cell::{Cell, RefCell};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+use abi_stable::std_types::{RErr, ROk, RResult, RString};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use crate::abi::PROTOCOL;
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/// The error classes every frontend maps the same way (exit codes follow XProf's own CLI).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// Exit 1: a bug, a panic, an I/O failure that is not the user's input.
+    Internal,
+    /// Exit 2: the call itself is malformed (unknown or missing argument).
+    Usage,
+    /// Exit 3: a path (capture, run, dump dir, file) does not exist or cannot be read.
+    Path,
+    /// Exit 4: an argument value or an input file's contents are invalid.
+    InvalidValue,
+}
+
+impl ErrorKind {
+    pub fn exit_code(self) -> i32 {
+        match self {
+            ErrorKind::Internal => 1,
+            ErrorKind::Usage => 2,
+            ErrorKind::Path => 3,
+            ErrorKind::InvalidValue => 4,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Internal => "internal",
+            ErrorKind::Usage => "usage",
+            ErrorKind::Path => "path",
+            ErrorKind::InvalidValue => "invalid_value",
+        }
+    }
+
+    pub fn parse(s: &str) -> ErrorKind {
+        match s {
+            "usage" => ErrorKind::Usage,
+            "path" => ErrorKind::Path,
+            "invalid_value" => ErrorKind::InvalidValue,
+            _ => ErrorKind::Internal,
+        }
+    }
+}
+
+/// A tool failure: what went wrong (`message`, naming the file or argument) and what to do
+/// about it (`hint`, naming the flag or fix).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ToolError {
+    pub kind: ErrorKind,
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl ToolError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        ToolError {
+            kind,
+            message: message.into(),
+            hint: None,
+        }
+    }
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Internal, message)
+    }
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Usage, message)
+    }
+    pub fn path(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Path, message)
+    }
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::InvalidValue, message)
+    }
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+    pub fn to_json(&self) -> Value {
+        json!({"kind": self.kind.as_str(), "message": self.message, "hint": self.hint})
+    }
+}
+
+impl std::fmt::Display for ToolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.message)?;
+        if let Some(h) = &self.hint {
+            write!(f, " (hint: {h})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ToolError {}
+
+// ---------------------------------------------------------------------------------------------
+// Results
+
+/// MIME-ish type of a result, so frontends know how to render it for people. The result is
+/// always one JSON object; text-like tools wrap their text as `{"format", "text"}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContentType {
+    Json,
+    /// `{"format": ..., "text": ...}` — rendered as the raw text by `--format text`.
+    Text,
+}
+
+impl ContentType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContentType::Json => "application/json",
+            ContentType::Text => "text/plain",
+        }
+    }
+}
+
+/// What a tool returns on success.
+#[derive(Clone, Debug)]
+pub struct ToolOutput {
+    pub value: Value,
+    pub content_type: ContentType,
+}
+
+impl ToolOutput {
+    pub fn json(value: Value) -> Self {
+        ToolOutput {
+            value,
+            content_type: ContentType::Json,
+        }
+    }
+    /// A text result: `{"format": format, "text": text, ..extra}`.
+    pub fn text(format: &str, text: impl Into<String>, extra: Map<String, Value>) -> Self {
+        let mut obj = Map::new();
+        obj.insert("format".into(), Value::from(format));
+        obj.insert("text".into(), Value::from(text.into()));
+        obj.extend(extra);
+        ToolOutput {
+            value: Value::Object(obj),
+            content_type: ContentType::Text,
+        }
+    }
+    /// The structured "no data" answer: the input really lacks what `reason` names, and
+    /// `capture_flags` says how to capture it next time. Not a failure (exit 0).
+    pub fn no_data(reason: impl Into<String>, capture_flags: &[&str]) -> Self {
+        Self::json(json!({
+            "status": "no_data",
+            "reason": reason.into(),
+            "capture_flags": capture_flags,
+        }))
+    }
+}
+
+impl From<Value> for ToolOutput {
+    fn from(value: Value) -> Self {
+        ToolOutput::json(value)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parameters (JSON Schema)
+
+/// Builder for a tool's parameter JSON Schema. Conventions (docs/CONVENTIONS.md) live here so
+/// that every plugin spells them the same way.
+#[derive(Clone, Debug, Default)]
+pub struct Params {
+    props: Map<String, Value>,
+    required: Vec<String>,
+}
+
+impl Params {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn add(mut self, name: &str, schema: Value) -> Self {
+        self.props.insert(name.to_string(), schema);
+        self
+    }
+
+    /// The capture selector every capture tool takes: positional `path` (a logdir, a run
+    /// directory or one `.xplane.pb`), `logdir` (default `$XPROF_LOGDIR`) and `run`.
+    pub fn capture(self) -> Self {
+        self.add(
+            "path",
+            json!({"type": "string", "format": "path", "x-positional": true,
+                   "description": "A logdir, a run directory (plugins/profile/<run>) or one .xplane.pb file."}),
+        )
+        .add(
+            "logdir",
+            json!({"type": "string", "format": "path", "x-env": "XPROF_LOGDIR",
+                   "description": "Root of the profile captures (what you pass to `xprof --logdir`). Default: $XPROF_LOGDIR."}),
+        )
+        .add(
+            "run",
+            json!({"type": "string",
+                   "description": "Run (session) name under <logdir>/plugins/profile/; default: the newest run."}),
+        )
+    }
+
+    /// `host`: which host's XSpace to read; empty = the tool's default (all hosts combined,
+    /// or the first host where the view is per host).
+    pub fn host(self) -> Self {
+        self.add(
+            "host",
+            json!({"type": "string",
+                   "description": "Host (xplane file stem) to read; default: all hosts combined where the view allows, else the first host."}),
+        )
+    }
+
+    pub fn string(self, name: &str, description: &str) -> Self {
+        self.add(name, json!({"type": "string", "description": description}))
+    }
+
+    pub fn string_default(self, name: &str, description: &str, default: &str) -> Self {
+        self.add(
+            name,
+            json!({"type": "string", "description": description, "default": default}),
+        )
+    }
+
+    pub fn string_enum(self, name: &str, description: &str, values: &[&str], default: &str) -> Self {
+        self.add(
+            name,
+            json!({"type": "string", "description": description, "enum": values, "default": default}),
+        )
+    }
+
+    /// A filesystem path parameter (MCP checks it against the server's roots).
+    pub fn path(self, name: &str, description: &str, env: Option<&str>) -> Self {
+        let mut s = json!({"type": "string", "format": "path", "description": description});
+        if let Some(env) = env {
+            s["x-env"] = Value::from(env);
+        }
+        self.add(name, s)
+    }
+
+    pub fn integer(self, name: &str, description: &str, default: Option<i64>) -> Self {
+        let mut s = json!({"type": "integer", "description": description});
+        if let Some(d) = default {
+            s["default"] = Value::from(d);
+        }
+        self.add(name, s)
+    }
+
+    pub fn integer_min(
+        self,
+        name: &str,
+        description: &str,
+        default: Option<i64>,
+        minimum: i64,
+    ) -> Self {
+        let mut s = json!({"type": "integer", "description": description, "minimum": minimum});
+        if let Some(d) = default {
+            s["default"] = Value::from(d);
+        }
+        self.add(name, s)
+    }
+
+    pub fn number(self, name: &str, description: &str, default: Option<f64>) -> Self {
+        let mut s = json!({"type": "number", "description": description});
+        if let Some(d) = default {
+            s["default"] = Value::from(d);
+        }
+        self.add(name, s)
+    }
+
+    pub fn boolean(self, name: &str, description: &str, default: bool) -> Self {
+        self.add(
+            name,
+            json!({"type": "boolean", "description": description, "default": default}),
+        )
+    }
+
+    pub fn string_list(self, name: &str, description: &str) -> Self {
+        self.add(
+            name,
+            json!({"type": "array", "items": {"type": "string"}, "description": description}),
+        )
+    }
+
+    pub fn required(mut self, name: &str) -> Self {
+        self.required.push(name.to_string());
+        self
+    }
+
+    pub fn schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": self.props,
+            "required": self.required,
+            "additionalProperties": false,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Examples
+
+/// A documented example call. It is printed by `--help`, listed in the MCP description, and
+/// run as a test by [`testing::run_examples`]. In `args`, `${FIXTURES}` stands for the
+/// repository's `fixtures/` directory and `${CORPUS}` for the shared corpus.
+#[derive(Clone, Debug, Serialize)]
+pub struct Example {
+    pub description: &'static str,
+    pub args: Value,
+    /// Top-level keys the result must contain (checked by the example test).
+    pub expect_keys: Vec<&'static str>,
+}
+
+impl Example {
+    pub fn new(description: &'static str, args: Value) -> Self {
+        Example {
+            description,
+            args,
+            expect_keys: Vec::new(),
+        }
+    }
+    pub fn expect(mut self, keys: &[&'static str]) -> Self {
+        self.expect_keys.extend_from_slice(keys);
+        self
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Calls
+
+/// One input a call read; the result cache and MCP's roots check rely on this list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Input {
+    pub path: PathBuf,
+    pub kind: InputKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputKind {
+    File,
+    Dir,
+}
+
+/// A tool invocation: validated arguments, the host's context, and the inputs read so far.
+pub struct Call {
+    args: Map<String, Value>,
+    ctx: Value,
+    inputs: Vec<Input>,
+}
+
+impl Call {
+    pub fn new(args: Map<String, Value>, ctx: Value) -> Self {
+        Call {
+            args,
+            ctx,
+            inputs: Vec::new(),
+        }
+    }
+
+    pub fn args(&self) -> &Map<String, Value> {
+        &self.args
+    }
+
+    /// The host context: `{"protocol", "host_version", "cwd", "tmpdir", ...}`.
+    pub fn ctx(&self) -> &Value {
+        &self.ctx
+    }
+
+    fn present(&self, name: &str) -> Option<&Value> {
+        self.args.get(name).filter(|v| !v.is_null())
+    }
+
+    /// A string argument; absent (or null) → `None`. Numbers are accepted as their decimal
+    /// text, so a run named `12345` given by an untyped client still works.
+    pub fn opt_str(&self, name: &str) -> Result<Option<String>, ToolError> {
+        match self.present(name) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(Value::Number(n)) => Ok(Some(n.to_string())),
+            Some(other) => Err(type_error(name, "a string", other)),
+        }
+    }
+
+    /// A non-empty string argument, or `None` when absent or empty.
+    pub fn opt_nonempty(&self, name: &str) -> Result<Option<String>, ToolError> {
+        Ok(self.opt_str(name)?.filter(|s| !s.is_empty()))
+    }
+
+    pub fn str_or(&self, name: &str, default: &str) -> Result<String, ToolError> {
+        Ok(self.opt_str(name)?.unwrap_or_else(|| default.to_string()))
+    }
+
+    pub fn req_str(&self, name: &str) -> Result<String, ToolError> {
+        self.opt_nonempty(name)?.ok_or_else(|| {
+            ToolError::usage(format!("missing required argument `{name}`"))
+                .with_hint(format!("pass --{name} <value>"))
+        })
+    }
+
+    pub fn opt_i64(&self, name: &str) -> Result<Option<i64>, ToolError> {
+        match self.present(name) {
+            None => Ok(None),
+            Some(Value::Number(n)) => n
+                .as_i64()
+                .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
+                .map(Some)
+                .ok_or_else(|| type_error(name, "an integer", &Value::Number(n.clone()))),
+            Some(Value::String(s)) => s
+                .trim()
+                .parse::<i64>()
+                .map(Some)
+                .map_err(|_| type_error(name, "an integer", &Value::String(s.clone()))),
+            Some(other) => Err(type_error(name, "an integer", other)),
+        }
+    }
+
+    pub fn i64_or(&self, name: &str, default: i64) -> Result<i64, ToolError> {
+        Ok(self.opt_i64(name)?.unwrap_or(default))
+    }
+
+    /// A count/limit: a non-negative integer.
+    pub fn usize_or(&self, name: &str, default: usize) -> Result<usize, ToolError> {
+        match self.opt_i64(name)? {
+            None => Ok(default),
+            Some(v) if v >= 0 => Ok(v as usize),
+            Some(v) => Err(ToolError::invalid(format!(
+                "argument `{name}` must be >= 0, got {v}"
+            ))),
+        }
+    }
+
+    pub fn opt_f64(&self, name: &str) -> Result<Option<f64>, ToolError> {
+        match self.present(name) {
+            None => Ok(None),
+            Some(Value::Number(n)) => Ok(n.as_f64()),
+            Some(Value::String(s)) => s
+                .trim()
+                .parse::<f64>()
+                .map(Some)
+                .map_err(|_| type_error(name, "a number", &Value::String(s.clone()))),
+            Some(other) => Err(type_error(name, "a number", other)),
+        }
+    }
+
+    pub fn f64_or(&self, name: &str, default: f64) -> Result<f64, ToolError> {
+        Ok(self.opt_f64(name)?.unwrap_or(default))
+    }
+
+    pub fn bool_or(&self, name: &str, default: bool) -> Result<bool, ToolError> {
+        match self.present(name) {
+            None => Ok(default),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(Value::String(s)) => parse_bool(s).ok_or_else(|| {
+                type_error(name, "true or false", &Value::String(s.clone()))
+            }),
+            Some(Value::Number(n)) if n.as_i64() == Some(0) || n.as_i64() == Some(1) => {
+                Ok(n.as_i64() == Some(1))
+            }
+            Some(other) => Err(type_error(name, "true or false", other)),
+        }
+    }
+
+    pub fn str_list(&self, name: &str) -> Result<Vec<String>, ToolError> {
+        match self.present(name) {
+            None => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => Ok(s.clone()),
+                    other => Err(type_error(name, "a list of strings", other)),
+                })
+                .collect(),
+            Some(Value::String(s)) => Ok(s
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect()),
+            Some(other) => Err(type_error(name, "a list of strings", other)),
+        }
+    }
+
+    /// Record that the call read this file (for the cache's staleness check).
+    pub fn read_file(&mut self, path: impl AsRef<Path>) {
+        self.push_input(path.as_ref(), InputKind::File);
+    }
+
+    /// Record that the call listed this directory (a new capture in it invalidates the cache).
+    pub fn read_dir(&mut self, path: impl AsRef<Path>) {
+        self.push_input(path.as_ref(), InputKind::Dir);
+    }
+
+    fn push_input(&mut self, path: &Path, kind: InputKind) {
+        let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        let input = Input { path, kind };
+        if !self.inputs.contains(&input) {
+            self.inputs.push(input);
+        }
+    }
+
+    pub fn inputs(&self) -> &[Input] {
+        &self.inputs
+    }
+}
+
+pub fn parse_bool(s: &str) -> Option<bool> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Some(true),
+        "false" | "0" | "no" | "off" | "" => Some(false),
+        _ => None,
+    }
+}
+
+fn type_error(name: &str, expected: &str, got: &Value) -> ToolError {
+    ToolError::invalid(format!("argument `{name}` must be {expected}, got {got}"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tools
+
+/// One tool. Implement it on a unit struct in `src/tools/<name>.rs` and `register_tool!` it.
+pub trait Tool: Sync + Send + 'static {
+    /// The snake_case name, unqualified (`get_overview`).
+    fn name(&self) -> &'static str;
+    /// Other names the tool answers to (callable, not listed in MCP `tools/list`).
+    fn aliases(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// One line for tool lists.
+    fn summary(&self) -> &'static str;
+    /// The full help text (`xprof <tool> --help`, MCP description).
+    fn doc(&self) -> &'static str;
+    fn params(&self) -> Params;
+    /// What the result object contains.
+    fn output(&self) -> &'static str {
+        ""
+    }
+    fn examples(&self) -> Vec<Example> {
+        Vec::new()
+    }
+    fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError>;
+}
+
+#[doc(hidden)]
+pub struct Registration {
+    pub krate: &'static str,
+    pub tool: &'static dyn Tool,
+}
+
+inventory::collect!(Registration);
+
+/// Register a tool (a `const`-constructible value, usually a unit struct) with the plugin
+/// crate that expands this macro.
+#[macro_export]
+macro_rules! register_tool {
+    ($tool:expr) => {
+        $crate::__private::inventory::submit! {
+            $crate::sdk::Registration { krate: env!("CARGO_CRATE_NAME"), tool: &$tool }
+        }
+    };
+}
+
+/// The tools registered by crate `krate`, sorted by name.
+pub fn tools(krate: &str) -> Vec<&'static dyn Tool> {
+    let mut v: Vec<&'static dyn Tool> = inventory::iter::<Registration>
+        .into_iter()
+        .filter(|r| r.krate == krate)
+        .map(|r| r.tool)
+        .collect();
+    v.sort_by_key(|t| t.name());
+    v
+}
+
+pub fn descriptor(tool: &dyn Tool) -> Value {
+    json!({
+        "name": tool.name(),
+        "aliases": tool.aliases(),
+        "summary": tool.summary(),
+        "doc": tool.doc(),
+        "params": tool.params().schema(),
+        "output": tool.output(),
+        "examples": tool.examples(),
+    })
+}
+
+#[doc(hidden)]
+pub fn abi_info_json(name: &str, version: &str, capabilities: &[&str]) -> String {
+    json!({
+        "name": name,
+        "version": version,
+        "protocol": PROTOCOL,
+        "api_version": env!("CARGO_PKG_VERSION"),
+        "capabilities": capabilities,
+    })
+    .to_string()
+}
+
+#[doc(hidden)]
+pub fn descriptors_json(krate: &str) -> String {
+    Value::Array(tools(krate).into_iter().map(descriptor).collect()).to_string()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Invoke: validation, catch_unwind, envelope
+
+thread_local! {
+    static IN_INVOKE: Cell<bool> = const { Cell::new(false) };
+    static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Panics inside a tool are reported as one JSON error, so the default hook's message and
+/// backtrace must not reach stderr. Outside an invoke (e.g. a failing unit test) the previous
+/// hook still runs.
+fn install_quiet_panic_hook() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if IN_INVOKE.with(|f| f.get()) {
+                let msg = if let Some(s) = info.payload().downcast_ref::<&str>() {
+                    (*s).to_string()
+                } else if let Some(s) = info.payload().downcast_ref::<String>() {
+                    s.clone()
+                } else {
+                    "unknown panic payload".to_string()
+                };
+                let loc = info
+                    .location()
+                    .map(|l| format!(" at {}:{}", l.file(), l.line()))
+                    .unwrap_or_default();
+                LAST_PANIC.with(|p| *p.borrow_mut() = Some(format!("{msg}{loc}")));
+            } else {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// Check `args` against the tool's schema: unknown names are usage errors that list the valid
+/// ones; missing required ones are usage errors; wrong JSON types are invalid values.
+pub fn validate_args(tool: &dyn Tool, args: &Map<String, Value>) -> Result<(), ToolError> {
+    let schema = tool.params().schema();
+    let props = schema["properties"].as_object().cloned().unwrap_or_default();
+    for (k, v) in args {
+        let Some(p) = props.get(k) else {
+            let mut valid: Vec<&str> = props.keys().map(String::as_str).collect();
+            valid.sort_unstable();
+            return Err(ToolError::usage(format!(
+                "unknown argument `{k}` for tool `{}`",
+                tool.name()
+            ))
+            .with_hint(format!("valid arguments: {}", valid.join(", "))));
+        };
+        if v.is_null() {
+            continue;
+        }
+        let ok = match p["type"].as_str() {
+            Some("string") => v.is_string() || v.is_number(),
+            Some("integer") => {
+                v.as_i64().is_some()
+                    || v.as_u64().is_some()
+                    || v.as_f64().is_some_and(|f| f.fract() == 0.0)
+                    || v.as_str().is_some_and(|s| s.trim().parse::<i64>().is_ok())
+            }
+            Some("number") => {
+                v.is_number() || v.as_str().is_some_and(|s| s.trim().parse::<f64>().is_ok())
+            }
+            Some("boolean") => v.is_boolean() || v.as_str().is_some_and(|s| parse_bool(s).is_some()),
+            Some("array") => v.is_array() || v.is_string(),
+            _ => true,
+        };
+        if !ok {
+            return Err(ToolError::invalid(format!(
+                "argument `{k}` must be of type {}, got {v}",
+                p["type"].as_str().unwrap_or("?")
+            )));
+        }
+        if let (Some(allowed), Some(s)) = (p["enum"].as_array(), v.as_str())
+            && !allowed.iter().any(|a| a.as_str() == Some(s))
+        {
+            return Err(ToolError::invalid(format!(
+                "argument `{k}` must be one of {}, got {s:?}",
+                Value::Array(allowed.clone())
+            )));
+        }
+    }
+    for r in schema["required"].as_array().into_iter().flatten() {
+        let r = r.as_str().unwrap_or_default();
+        if args.get(r).is_none_or(Value::is_null) {
+            return Err(ToolError::usage(format!(
+                "missing required argument `{r}` for tool `{}`",
+                tool.name()
+            ))
+            .with_hint(format!("pass --{r} <value>")));
+        }
+    }
+    Ok(())
+}
+
+/// Run a tool in-process and build the envelope. Used by the exported `invoke` and by tests.
+pub fn invoke_json(krate: &str, name: &str, args_json: &str, ctx_json: &str) -> Result<Value, ToolError> {
+    install_quiet_panic_hook();
+    let tool = tools(krate)
+        .into_iter()
+        .find(|t| t.name() == name || t.aliases().contains(&name))
+        .ok_or_else(|| ToolError::usage(format!("unknown tool `{name}`")))?;
+    let args: Map<String, Value> = if args_json.trim().is_empty() {
+        Map::new()
+    } else {
+        match serde_json::from_str::<Value>(args_json) {
+            Ok(Value::Object(m)) => m,
+            Ok(_) => return Err(ToolError::usage("arguments must be a JSON object")),
+            Err(e) => return Err(ToolError::usage(format!("arguments are not valid JSON: {e}"))),
+        }
+    };
+    let ctx: Value = serde_json::from_str(ctx_json).unwrap_or(Value::Null);
+    validate_args(tool, &args)?;
+    let mut call = Call::new(args, ctx);
+
+    let was_in_invoke = IN_INVOKE.with(|f| f.replace(true));
+    let outcome = catch_unwind(AssertUnwindSafe(|| tool.run(&mut call)));
+    IN_INVOKE.with(|f| f.set(was_in_invoke));
+
+    match outcome {
+        Ok(Ok(out)) => Ok(json!({
+            "result": out.value,
+            "content_type": out.content_type.as_str(),
+            "inputs": call.inputs(),
+        })),
+        Ok(Err(e)) => Err(e),
+        Err(_) => {
+            let msg = LAST_PANIC
+                .with(|p| p.borrow_mut().take())
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(ToolError::internal(format!("tool `{name}` panicked: {msg}")).with_hint(
+                "this is a bug in the plugin; please report it with the command that triggered it",
+            ))
+        }
+    }
+}
+
+#[doc(hidden)]
+pub fn invoke_abi(krate: &str, name: &str, args_json: &str, ctx_json: &str) -> RResult<RString, RString> {
+    // Even serialisation runs under catch_unwind: nothing may unwind across the C ABI.
+    let r = catch_unwind(AssertUnwindSafe(|| invoke_json(krate, name, args_json, ctx_json)));
+    match r {
+        Ok(Ok(v)) => ROk(RString::from(v.to_string())),
+        Ok(Err(e)) => RErr(RString::from(e.to_json().to_string())),
+        Err(_) => RErr(RString::from(
+            ToolError::internal(format!("tool `{name}` panicked")).to_json().to_string(),
+        )),
+    }
+}
+
+/// Generates the plugin's root module. Use once, in the plugin crate's `lib.rs`:
+///
+/// ```ignore
+/// xprof_plugin_api::export_plugin!(name: "core", capabilities: ["xspace"]);
+/// ```
+///
+/// It also defines `pub fn plugin_module() -> PluginModRef` for in-process use.
+#[macro_export]
+macro_rules! export_plugin {
+    (name: $name:expr, capabilities: [$($cap:expr),* $(,)?] $(,)?) => {
+        extern "C" fn __xprof_abi_info() -> $crate::__private::abi_stable::std_types::RString {
+            $crate::sdk::abi_info_json($name, env!("CARGO_PKG_VERSION"), &[$($cap),*]).into()
+        }
+        extern "C" fn __xprof_descriptors() -> $crate::__private::abi_stable::std_types::RString {
+            $crate::sdk::descriptors_json(env!("CARGO_CRATE_NAME")).into()
+        }
+        extern "C" fn __xprof_invoke(
+            name: $crate::__private::abi_stable::std_types::RStr<'_>,
+            args: $crate::__private::abi_stable::std_types::RStr<'_>,
+            ctx: $crate::__private::abi_stable::std_types::RStr<'_>,
+        ) -> $crate::__private::abi_stable::std_types::RResult<
+            $crate::__private::abi_stable::std_types::RString,
+            $crate::__private::abi_stable::std_types::RString,
+        > {
+            $crate::sdk::invoke_abi(env!("CARGO_CRATE_NAME"), name.as_str(), args.as_str(), ctx.as_str())
+        }
+        /// This plugin's root module, for in-process use (tests).
+        pub fn plugin_module() -> $crate::PluginModRef {
+            use $crate::__private::abi_stable::prefix_type::PrefixTypeTrait;
+            $crate::PluginMod {
+                abi_info: __xprof_abi_info,
+                descriptors: __xprof_descriptors,
+                invoke: __xprof_invoke,
+            }
+            .leak_into_prefix()
+        }
+        #[$crate::__private::abi_stable::export_root_module]
+        pub fn __xprof_root_module() -> $crate::PluginModRef {
+            plugin_module()
+        }
+    };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Testing
+
+/// In-process test helpers: every tool's documented examples run as tests.
+pub mod testing {
+    use super::*;
+
+    /// The repository root (where `fixtures/` lives), found from a crate's manifest dir.
+    pub fn workspace_root(manifest_dir: &str) -> PathBuf {
+        let mut p = PathBuf::from(manifest_dir);
+        while !p.join("fixtures").is_dir() || !p.join("Cargo.toml").is_file() {
+            if !p.pop() {
+                return PathBuf::from(manifest_dir);
+            }
+        }
+        p
+    }
+
+    /// The shared corpus: `$XPROF_CORPUS`, else `<workspace root>/../shared`. Under `CI` a
+    /// missing corpus is a failure, never a skip.
+    pub fn corpus(manifest_dir: &str) -> Option<PathBuf> {
+        let dir = std::env::var_os("XPROF_CORPUS")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| workspace_root(manifest_dir).join("../shared"));
+        if dir.join("fixtures").is_dir() {
+            Some(dir)
+        } else if std::env::var_os("CI").is_some() {
+            panic!(
+                "the shared corpus is missing at {} (set XPROF_CORPUS); CI must not skip",
+                dir.display()
+            )
+        } else {
+            None
+        }
+    }
+
+    fn substitute(v: &Value, fixtures: &str, corpus: &str) -> Value {
+        match v {
+            Value::String(s) => {
+                Value::String(s.replace("${FIXTURES}", fixtures).replace("${CORPUS}", corpus))
+            }
+            Value::Array(a) => Value::Array(a.iter().map(|x| substitute(x, fixtures, corpus)).collect()),
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .map(|(k, x)| (k.clone(), substitute(x, fixtures, corpus)))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+
+    /// Run every example of every tool in `krate`; panics with a list of failures.
+    /// Examples that need the corpus are skipped (outside CI) when it is absent.
+    pub fn run_examples(krate: &str, manifest_dir: &str) -> usize {
+        let root = workspace_root(manifest_dir);
+        let fixtures = root.join("fixtures").display().to_string();
+        let corpus = corpus(manifest_dir);
+        let corpus_s = corpus.as_ref().map(|c| c.display().to_string());
+        let mut failures = Vec::new();
+        let mut ran = 0;
+        for tool in tools(krate) {
+            for ex in tool.examples() {
+                let raw = ex.args.to_string();
+                if raw.contains("${CORPUS}") && corpus_s.is_none() {
+                    continue;
+                }
+                let args = substitute(&ex.args, &fixtures, corpus_s.as_deref().unwrap_or(""));
+                ran += 1;
+                match invoke_json(krate, tool.name(), &args.to_string(), "{}") {
+                    Ok(env) => {
+                        for k in &ex.expect_keys {
+                            if env["result"].get(k).is_none() {
+                                failures.push(format!(
+                                    "{} example {:?}: result lacks key `{k}`: {}",
+                                    tool.name(),
+                                    ex.description,
+                                    env["result"]
+                                ));
+                            }
+                        }
+                    }
+                    Err(e) => failures.push(format!(
+                        "{} example {:?} failed: {e}",
+                        tool.name(),
+                        ex.description
+                    )),
+                }
+            }
+        }
+        assert!(failures.is_empty(), "examples failed:\n{}", failures.join("\n"));
+        ran
+    }
+}

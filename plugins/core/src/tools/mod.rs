@@ -1,0 +1,2 @@
+mod get_hosts;
+mod list_runs;

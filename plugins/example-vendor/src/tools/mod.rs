@@ -1,0 +1,1 @@
+mod vendor_dump_inventory;

@@ -1,0 +1,5 @@
+//! `hlo` plugin (being written): a thin shell over its library crate; one tool per file under `tools/`.
+
+mod tools;
+
+xprof_plugin_api::export_plugin!(name: "hlo", capabilities: []);

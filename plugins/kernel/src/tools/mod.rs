@@ -1,0 +1,1 @@
+// Tools are added one file each.
