@@ -233,11 +233,27 @@ impl Params {
         )
     }
 
-    pub fn string_enum(self, name: &str, description: &str, values: &[&str], default: &str) -> Self {
+    pub fn string_enum(
+        self,
+        name: &str,
+        description: &str,
+        values: &[&str],
+        default: &str,
+    ) -> Self {
         self.add(
             name,
             json!({"type": "string", "description": description, "enum": values, "default": default}),
         )
+    }
+
+    /// The positional PATH parameter of a non-capture tool (a logdir for `list_runs`, say).
+    pub fn positional_path(self, description: &str, env: Option<&str>) -> Self {
+        let mut s = json!({"type": "string", "format": "path", "x-positional": true,
+                           "description": description});
+        if let Some(env) = env {
+            s["x-env"] = Value::from(env);
+        }
+        self.add("path", s)
     }
 
     /// A filesystem path parameter (MCP checks it against the server's roots).
@@ -462,9 +478,8 @@ impl Call {
         match self.present(name) {
             None => Ok(default),
             Some(Value::Bool(b)) => Ok(*b),
-            Some(Value::String(s)) => parse_bool(s).ok_or_else(|| {
-                type_error(name, "true or false", &Value::String(s.clone()))
-            }),
+            Some(Value::String(s)) => parse_bool(s)
+                .ok_or_else(|| type_error(name, "true or false", &Value::String(s.clone()))),
             Some(Value::Number(n)) if n.as_i64() == Some(0) || n.as_i64() == Some(1) => {
                 Ok(n.as_i64() == Some(1))
             }
@@ -652,7 +667,10 @@ fn install_quiet_panic_hook() {
 /// ones; missing required ones are usage errors; wrong JSON types are invalid values.
 pub fn validate_args(tool: &dyn Tool, args: &Map<String, Value>) -> Result<(), ToolError> {
     let schema = tool.params().schema();
-    let props = schema["properties"].as_object().cloned().unwrap_or_default();
+    let props = schema["properties"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
     for (k, v) in args {
         let Some(p) = props.get(k) else {
             let mut valid: Vec<&str> = props.keys().map(String::as_str).collect();
@@ -677,7 +695,9 @@ pub fn validate_args(tool: &dyn Tool, args: &Map<String, Value>) -> Result<(), T
             Some("number") => {
                 v.is_number() || v.as_str().is_some_and(|s| s.trim().parse::<f64>().is_ok())
             }
-            Some("boolean") => v.is_boolean() || v.as_str().is_some_and(|s| parse_bool(s).is_some()),
+            Some("boolean") => {
+                v.is_boolean() || v.as_str().is_some_and(|s| parse_bool(s).is_some())
+            }
             Some("array") => v.is_array() || v.is_string(),
             _ => true,
         };
@@ -710,7 +730,12 @@ pub fn validate_args(tool: &dyn Tool, args: &Map<String, Value>) -> Result<(), T
 }
 
 /// Run a tool in-process and build the envelope. Used by the exported `invoke` and by tests.
-pub fn invoke_json(krate: &str, name: &str, args_json: &str, ctx_json: &str) -> Result<Value, ToolError> {
+pub fn invoke_json(
+    krate: &str,
+    name: &str,
+    args_json: &str,
+    ctx_json: &str,
+) -> Result<Value, ToolError> {
     install_quiet_panic_hook();
     let tool = tools(krate)
         .into_iter()
@@ -722,7 +747,11 @@ pub fn invoke_json(krate: &str, name: &str, args_json: &str, ctx_json: &str) -> 
         match serde_json::from_str::<Value>(args_json) {
             Ok(Value::Object(m)) => m,
             Ok(_) => return Err(ToolError::usage("arguments must be a JSON object")),
-            Err(e) => return Err(ToolError::usage(format!("arguments are not valid JSON: {e}"))),
+            Err(e) => {
+                return Err(ToolError::usage(format!(
+                    "arguments are not valid JSON: {e}"
+                )));
+            }
         }
     };
     let ctx: Value = serde_json::from_str(ctx_json).unwrap_or(Value::Null);
@@ -752,14 +781,23 @@ pub fn invoke_json(krate: &str, name: &str, args_json: &str, ctx_json: &str) -> 
 }
 
 #[doc(hidden)]
-pub fn invoke_abi(krate: &str, name: &str, args_json: &str, ctx_json: &str) -> RResult<RString, RString> {
+pub fn invoke_abi(
+    krate: &str,
+    name: &str,
+    args_json: &str,
+    ctx_json: &str,
+) -> RResult<RString, RString> {
     // Even serialisation runs under catch_unwind: nothing may unwind across the C ABI.
-    let r = catch_unwind(AssertUnwindSafe(|| invoke_json(krate, name, args_json, ctx_json)));
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        invoke_json(krate, name, args_json, ctx_json)
+    }));
     match r {
         Ok(Ok(v)) => ROk(RString::from(v.to_string())),
         Ok(Err(e)) => RErr(RString::from(e.to_json().to_string())),
         Err(_) => RErr(RString::from(
-            ToolError::internal(format!("tool `{name}` panicked")).to_json().to_string(),
+            ToolError::internal(format!("tool `{name}` panicked"))
+                .to_json()
+                .to_string(),
         )),
     }
 }
@@ -845,10 +883,13 @@ pub mod testing {
 
     fn substitute(v: &Value, fixtures: &str, corpus: &str) -> Value {
         match v {
-            Value::String(s) => {
-                Value::String(s.replace("${FIXTURES}", fixtures).replace("${CORPUS}", corpus))
+            Value::String(s) => Value::String(
+                s.replace("${FIXTURES}", fixtures)
+                    .replace("${CORPUS}", corpus),
+            ),
+            Value::Array(a) => {
+                Value::Array(a.iter().map(|x| substitute(x, fixtures, corpus)).collect())
             }
-            Value::Array(a) => Value::Array(a.iter().map(|x| substitute(x, fixtures, corpus)).collect()),
             Value::Object(m) => Value::Object(
                 m.iter()
                     .map(|(k, x)| (k.clone(), substitute(x, fixtures, corpus)))
@@ -896,7 +937,11 @@ pub mod testing {
                 }
             }
         }
-        assert!(failures.is_empty(), "examples failed:\n{}", failures.join("\n"));
+        assert!(
+            failures.is_empty(),
+            "examples failed:\n{}",
+            failures.join("\n")
+        );
         ran
     }
 }

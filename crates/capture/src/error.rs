@@ -23,7 +23,10 @@ pub enum CaptureError {
     #[error("{} is not an XSpace file (expected a name ending in .xplane.pb or .xspace.pb)", path.display())]
     NotAnXSpaceFile { path: PathBuf },
     #[error("host `{host}` not found in this run")]
-    UnknownHost { host: String, available: Vec<String> },
+    UnknownHost {
+        host: String,
+        available: Vec<String>,
+    },
     #[error("cannot read {}: {source}", path.display())]
     Io {
         path: PathBuf,

@@ -159,7 +159,11 @@ pub fn run_dir(logdir: &Path, run: &str) -> Option<PathBuf> {
         }
     }
     if let Some((root, session)) = run.rsplit_once('/') {
-        let p = logdir.join(root).join("plugins").join("profile").join(session);
+        let p = logdir
+            .join(root)
+            .join("plugins")
+            .join("profile")
+            .join(session);
         if p.is_dir() {
             return Some(p);
         }
@@ -308,7 +312,11 @@ fn hlo_protos_in(dir: &Path) -> Result<Vec<PathBuf>, CaptureError> {
 }
 
 /// Open a run directory: its hosts (sorted) and HLO protos.
-pub fn open_run_dir(logdir: Option<PathBuf>, run: String, dir: PathBuf) -> Result<Session, CaptureError> {
+pub fn open_run_dir(
+    logdir: Option<PathBuf>,
+    run: String,
+    dir: PathBuf,
+) -> Result<Session, CaptureError> {
     let mut hosts = Vec::new();
     for p in read_dir_sorted(&dir)? {
         let Some(name) = p.file_name().and_then(|n| n.to_str()) else {

@@ -22,8 +22,14 @@ fn logdir_opens_latest_run_and_hosts_are_sorted() {
     touch(&t.path().join("plugins/profile/2024_01_01/host1.xplane.pb"));
     touch(&t.path().join("plugins/profile/2024_01_02/host1.xplane.pb"));
     touch(&t.path().join("plugins/profile/2024_01_02/host0.xplane.pb"));
-    touch(&t.path().join("plugins/profile/2024_01_02/m(1).hlo_proto.pb"));
-    touch(&t.path().join("plugins/profile/2024_01_02/NO_MODULE.hlo_proto.pb"));
+    touch(
+        &t.path()
+            .join("plugins/profile/2024_01_02/m(1).hlo_proto.pb"),
+    );
+    touch(
+        &t.path()
+            .join("plugins/profile/2024_01_02/NO_MODULE.hlo_proto.pb"),
+    );
     let s = resolve(&Selector {
         path: Some(t.path().display().to_string()),
         ..Default::default()

@@ -21,9 +21,8 @@ impl Tool for ListRuns {
     }
     fn params(&self) -> Params {
         Params::new()
-            .path(
-                "path",
-                "The logdir to list (positional). Default: --logdir or $XPROF_LOGDIR.",
+            .positional_path(
+                "The logdir to list. Default: --logdir or $XPROF_LOGDIR.",
                 None,
             )
             .path(

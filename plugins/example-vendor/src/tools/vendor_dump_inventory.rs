@@ -30,7 +30,12 @@ impl Tool for VendorDumpInventory {
                 "The dump directory to inventory. Default: $VENDOR_DUMP_DIR.",
                 Some("VENDOR_DUMP_DIR"),
             )
-            .integer_min("top", "How many extensions to list (largest first).", Some(20), 1)
+            .integer_min(
+                "top",
+                "How many extensions to list (largest first).",
+                Some(20),
+                1,
+            )
     }
     fn output(&self) -> &'static str {
         "{dump_dir, files, bytes, by_extension: [{extension, files, bytes}]}"
@@ -47,7 +52,11 @@ impl Tool for VendorDumpInventory {
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let dir = call
             .opt_nonempty("dump_dir")?
-            .or_else(|| std::env::var("VENDOR_DUMP_DIR").ok().filter(|s| !s.is_empty()))
+            .or_else(|| {
+                std::env::var("VENDOR_DUMP_DIR")
+                    .ok()
+                    .filter(|s| !s.is_empty())
+            })
             .ok_or_else(|| {
                 ToolError::usage("no dump directory given")
                     .with_hint("pass --dump_dir DIR or set VENDOR_DUMP_DIR")
@@ -67,7 +76,11 @@ impl Tool for VendorDumpInventory {
                 continue;
             }
             let name = e.file_name().to_string_lossy().into_owned();
-            let ext = name.rsplit_once('.').map(|(_, x)| x).unwrap_or("").to_string();
+            let ext = name
+                .rsplit_once('.')
+                .map(|(_, x)| x)
+                .unwrap_or("")
+                .to_string();
             let slot = by_ext.entry(ext).or_default();
             slot.0 += 1;
             slot.1 += md.len();

@@ -1,0 +1,585 @@
+//! Plugin discovery, loading and the merged tool registry.
+//!
+//! Plugins are `libxprof_plugin_*.so` cdylibs found in an ordered list of directories and
+//! loaded through abi_stable (which checks the layout of everything that crosses). A plugin that
+//! fails to load is recorded with its reason and the host carries on: load failures are
+//! reported by `xprof plugins`, never fatal.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use abi_stable::std_types::{RResult, RStr};
+use serde_json::{Map, Value, json};
+use xprof_plugin_api::{ErrorKind, PROTOCOL, PluginModRef, ToolError};
+
+/// Plugins whose name is reserved for the ones shipped with xprof. They are trusted only from
+/// the install locations (next to the executable, `<prefix>/lib/xprof/plugins`) or a directory
+/// the user named explicitly with `--plugin-dir`, so a stray copy on a search path cannot
+/// impersonate them.
+pub const FIRST_PARTY: &[&str] = &["core", "hlo", "kernel"];
+
+/// Top-level command names a tool may not take.
+pub const RESERVED_NAMES: &[&str] = &["plugins", "mcp", "cache", "help", "tools"];
+
+/// Where a plugin directory came from; decides first-party trust and precedence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DirOrigin {
+    /// `--plugin-dir` (explicit, trusted).
+    Explicit,
+    /// `$XPROF_PLUGIN_PATH`.
+    EnvPath,
+    /// The executable's own directory (a `cargo build` tree or an install's bin dir).
+    ExeDir,
+    /// `<prefix>/lib/xprof/plugins`.
+    PrefixLib,
+    /// `$XDG_DATA_HOME/xprof/plugins` (default `~/.local/share/xprof/plugins`).
+    UserData,
+}
+
+impl DirOrigin {
+    fn trusted_for_first_party(self) -> bool {
+        matches!(
+            self,
+            DirOrigin::Explicit | DirOrigin::ExeDir | DirOrigin::PrefixLib
+        )
+    }
+    pub fn label(self) -> &'static str {
+        match self {
+            DirOrigin::Explicit => "--plugin-dir",
+            DirOrigin::EnvPath => "XPROF_PLUGIN_PATH",
+            DirOrigin::ExeDir => "executable dir",
+            DirOrigin::PrefixLib => "prefix lib dir",
+            DirOrigin::UserData => "user data dir",
+        }
+    }
+}
+
+/// How plugins are searched for.
+#[derive(Clone, Debug, Default)]
+pub struct Discovery {
+    pub plugin_dirs: Vec<PathBuf>,
+    pub no_default_dirs: bool,
+}
+
+impl Discovery {
+    /// The directories to scan, in precedence order.
+    pub fn dirs(&self) -> Vec<(PathBuf, DirOrigin)> {
+        let mut dirs: Vec<(PathBuf, DirOrigin)> = self
+            .plugin_dirs
+            .iter()
+            .map(|d| (d.clone(), DirOrigin::Explicit))
+            .collect();
+        if self.no_default_dirs {
+            return dirs;
+        }
+        if let Some(paths) = std::env::var_os("XPROF_PLUGIN_PATH") {
+            dirs.extend(
+                std::env::split_paths(&paths)
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .map(|p| (p, DirOrigin::EnvPath)),
+            );
+        }
+        if let Some(exe_dir) = std::env::current_exe()
+            .ok()
+            .and_then(|e| e.canonicalize().ok())
+            .and_then(|e| e.parent().map(Path::to_path_buf))
+        {
+            if let Some(prefix) = exe_dir.parent() {
+                dirs.push((exe_dir.clone(), DirOrigin::ExeDir));
+                dirs.push((prefix.join("lib/xprof/plugins"), DirOrigin::PrefixLib));
+            } else {
+                dirs.push((exe_dir, DirOrigin::ExeDir));
+            }
+        }
+        let data_home = std::env::var_os("XDG_DATA_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")));
+        if let Some(d) = data_home {
+            dirs.push((d.join("xprof/plugins"), DirOrigin::UserData));
+        }
+        dirs
+    }
+}
+
+/// Is this a plugin file name: `libxprof_plugin_<x>.so`, and not a cargo `-<16 hex>` copy?
+pub fn is_plugin_file(name: &str) -> bool {
+    let prefix = format!("{}xprof_plugin_", std::env::consts::DLL_PREFIX);
+    let Some(stem) = name
+        .strip_prefix(&prefix)
+        .and_then(|r| r.strip_suffix(std::env::consts::DLL_SUFFIX))
+    else {
+        return false;
+    };
+    if stem.is_empty() {
+        return false;
+    }
+    // cargo leaves hashed copies (`libxprof_plugin_x-0123456789abcdef.so`) under deps/ and
+    // examples/; loading them too would register every tool twice.
+    !matches!(stem.rsplit_once('-'), Some((_, h)) if h.len() == 16 && h.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+/// One tool as the registry knows it.
+#[derive(Clone, Debug)]
+pub struct ToolEntry {
+    pub name: String,
+    pub aliases: Vec<String>,
+    pub summary: String,
+    pub doc: String,
+    /// The parameter JSON Schema.
+    pub params: Value,
+    pub output: String,
+    pub examples: Vec<Value>,
+    /// Index into [`Registry::plugins`].
+    pub plugin: usize,
+}
+
+impl ToolEntry {
+    pub fn properties(&self) -> Map<String, Value> {
+        self.params["properties"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+/// A plugin that loaded.
+pub struct LoadedPlugin {
+    pub name: String,
+    pub version: String,
+    pub protocol: u64,
+    pub capabilities: Vec<String>,
+    pub path: PathBuf,
+    pub origin: DirOrigin,
+    pub first_party: bool,
+    pub tool_count: usize,
+    module: PluginModRef,
+}
+
+/// A plugin file that was found but not used, with the reason.
+#[derive(Clone, Debug)]
+pub struct Refused {
+    pub path: PathBuf,
+    pub origin: DirOrigin,
+    /// One line.
+    pub reason: String,
+    /// The full loader report (for `xprof plugins --verbose`).
+    pub detail: String,
+}
+
+/// What a successful call returns: the envelope the plugin built.
+#[derive(Clone, Debug)]
+pub struct Envelope {
+    pub result: Value,
+    pub content_type: String,
+    /// `[{"path", "kind": "file"|"dir"}]`: what the call read.
+    pub inputs: Vec<Value>,
+}
+
+/// The merged registry of every loaded plugin's tools.
+#[derive(Default)]
+pub struct Registry {
+    pub plugins: Vec<LoadedPlugin>,
+    pub refused: Vec<Refused>,
+    /// Tools by canonical name, sorted.
+    pub tools: BTreeMap<String, ToolEntry>,
+    /// Alias → canonical name.
+    pub aliases: BTreeMap<String, String>,
+    /// Human-readable notes about shadowed tools and plugins (printed with `--verbose`).
+    pub warnings: Vec<String>,
+}
+
+/// Reduce abi_stable's multi-hundred-line layout report to one line: the `Error:` blocks
+/// (kind, expected, found) with whitespace collapsed.
+pub fn summarize_load_error(full: &str) -> String {
+    let mut parts = Vec::new();
+    let lines: Vec<&str> = full.lines().collect();
+    let mut i = 0;
+    while i < lines.len() {
+        let l = lines[i].trim();
+        if let Some(kind) = l.strip_prefix("Error:") {
+            let mut s = kind.trim().to_string();
+            // The expected/found values follow on the next lines.
+            let mut j = i + 1;
+            while j < lines.len() && j <= i + 4 {
+                let t = lines[j].trim();
+                if t.starts_with("Error:") {
+                    break;
+                }
+                if !t.is_empty() {
+                    s.push(' ');
+                    s.push_str(t);
+                }
+                j += 1;
+            }
+            parts.push(s);
+            i = j;
+        } else {
+            i += 1;
+        }
+    }
+    let text = if parts.is_empty() {
+        full.split_whitespace().collect::<Vec<_>>().join(" ")
+    } else {
+        format!("ABI mismatch: {}", parts.join("; "))
+    };
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if text.chars().count() > 400 {
+        let cut: String = text.chars().take(400).collect();
+        format!("{cut}…")
+    } else {
+        text
+    }
+}
+
+fn load_one(path: &Path) -> Result<PluginModRef, (String, String)> {
+    let header = abi_stable::library::lib_header_from_path(path).map_err(|e| {
+        let full = e.to_string();
+        (summarize_load_error(&full), full)
+    })?;
+    header.init_root_module::<PluginModRef>().map_err(|e| {
+        let full = e.to_string();
+        (summarize_load_error(&full), full)
+    })
+}
+
+impl Registry {
+    /// Discover and load every plugin. Never fails: problems end up in `refused`.
+    pub fn load(discovery: &Discovery) -> Registry {
+        let mut reg = Registry::default();
+        let mut seen_files: Vec<PathBuf> = Vec::new();
+        for (dir, origin) in discovery.dirs() {
+            let Ok(rd) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            let mut files: Vec<PathBuf> = rd
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(is_plugin_file)
+                })
+                .collect();
+            files.sort();
+            for path in files {
+                let canon = path.canonicalize().unwrap_or_else(|_| path.clone());
+                if seen_files.contains(&canon) {
+                    continue; // the same directory listed twice
+                }
+                seen_files.push(canon);
+                reg.add_file(&path, origin);
+            }
+        }
+        reg
+    }
+
+    fn refuse(&mut self, path: &Path, origin: DirOrigin, reason: String, detail: String) {
+        self.refused.push(Refused {
+            path: path.to_path_buf(),
+            origin,
+            reason,
+            detail,
+        });
+    }
+
+    fn add_file(&mut self, path: &Path, origin: DirOrigin) {
+        let module = match load_one(path) {
+            Ok(m) => m,
+            Err((reason, detail)) => return self.refuse(path, origin, reason, detail),
+        };
+        let info: Value = match serde_json::from_str((module.abi_info())().as_str()) {
+            Ok(v) => v,
+            Err(e) => {
+                return self.refuse(
+                    path,
+                    origin,
+                    format!("abi_info() is not valid JSON: {e}"),
+                    String::new(),
+                );
+            }
+        };
+        let name = info["name"].as_str().unwrap_or("").to_string();
+        let version = info["version"].as_str().unwrap_or("?").to_string();
+        let protocol = info["protocol"].as_u64().unwrap_or(0);
+        if name.is_empty() {
+            return self.refuse(
+                path,
+                origin,
+                "abi_info() has no name".into(),
+                info.to_string(),
+            );
+        }
+        if protocol == 0 || protocol > u64::from(PROTOCOL) {
+            return self.refuse(
+                path,
+                origin,
+                format!(
+                    "plugin `{name}` speaks protocol {protocol}, this xprof speaks {PROTOCOL}; upgrade xprof or rebuild the plugin"
+                ),
+                info.to_string(),
+            );
+        }
+        let first_party_name = FIRST_PARTY.contains(&name.as_str());
+        if first_party_name && !origin.trusted_for_first_party() {
+            return self.refuse(
+                path,
+                origin,
+                format!(
+                    "the name `{name}` is reserved for xprof's own plugins, which load only from the executable's directory, <prefix>/lib/xprof/plugins or --plugin-dir (found via {})",
+                    origin.label()
+                ),
+                String::new(),
+            );
+        }
+        if let Some(prev) = self.plugins.iter().find(|p| p.name == name) {
+            let reason = format!(
+                "plugin `{name}` already loaded from {} (earlier directory wins)",
+                prev.path.display()
+            );
+            return self.refuse(path, origin, reason, String::new());
+        }
+        let descriptors: Vec<Value> = match serde_json::from_str((module.descriptors())().as_str())
+        {
+            Ok(Value::Array(v)) => v,
+            Ok(_) | Err(_) => {
+                return self.refuse(
+                    path,
+                    origin,
+                    format!("plugin `{name}`: descriptors() is not a JSON array"),
+                    String::new(),
+                );
+            }
+        };
+        let idx = self.plugins.len();
+        let mut count = 0;
+        for d in descriptors {
+            if self.add_tool(idx, &name, first_party_name, d) {
+                count += 1;
+            }
+        }
+        self.plugins.push(LoadedPlugin {
+            name,
+            version,
+            protocol,
+            capabilities: info["capabilities"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|c| c.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            path: path.to_path_buf(),
+            origin,
+            first_party: first_party_name,
+            tool_count: count,
+            module,
+        });
+    }
+
+    fn add_tool(&mut self, plugin: usize, plugin_name: &str, first_party: bool, d: Value) -> bool {
+        let Some(name) = d["name"].as_str().map(String::from) else {
+            self.warnings.push(format!(
+                "plugin `{plugin_name}`: a descriptor has no name; skipped"
+            ));
+            return false;
+        };
+        if RESERVED_NAMES.contains(&name.as_str()) {
+            self.warnings.push(format!(
+                "plugin `{plugin_name}`: tool name `{name}` is reserved for an xprof command; skipped"
+            ));
+            return false;
+        }
+        if let Some(existing) = self.tools.get(&name) {
+            let owner_first_party = self
+                .plugins
+                .get(existing.plugin)
+                .is_some_and(|p| p.first_party);
+            if owner_first_party || !first_party {
+                self.warnings.push(format!(
+                    "tool `{name}` from plugin `{plugin_name}` shadowed by plugin `{}`",
+                    self.plugin_name(existing.plugin)
+                ));
+                return false;
+            }
+            // A first-party plugin takes the name back from a vendor plugin loaded earlier.
+            self.warnings.push(format!(
+                "tool `{name}` of plugin `{}` replaced by first-party plugin `{plugin_name}`",
+                self.plugin_name(existing.plugin)
+            ));
+        }
+        let strings = |v: &Value| -> Vec<String> {
+            v.as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let entry = ToolEntry {
+            aliases: strings(&d["aliases"]),
+            summary: d["summary"].as_str().unwrap_or_default().to_string(),
+            doc: d["doc"].as_str().unwrap_or_default().to_string(),
+            params: if d["params"].is_object() {
+                d["params"].clone()
+            } else {
+                json!({"type": "object", "properties": {}})
+            },
+            output: d["output"].as_str().unwrap_or_default().to_string(),
+            examples: d["examples"].as_array().cloned().unwrap_or_default(),
+            plugin,
+            name: name.clone(),
+        };
+        for a in &entry.aliases {
+            if !self.tools.contains_key(a) && !RESERVED_NAMES.contains(&a.as_str()) {
+                self.aliases.insert(a.clone(), name.clone());
+            }
+        }
+        self.aliases.remove(&name);
+        self.tools.insert(name, entry);
+        true
+    }
+
+    fn plugin_name(&self, idx: usize) -> &str {
+        self.plugins
+            .get(idx)
+            .map(|p| p.name.as_str())
+            .unwrap_or("?")
+    }
+
+    /// A tool by canonical name or alias.
+    pub fn find(&self, name: &str) -> Option<&ToolEntry> {
+        self.tools
+            .get(name)
+            .or_else(|| self.aliases.get(name).and_then(|c| self.tools.get(c)))
+    }
+
+    /// Call a tool. `args` must already be a JSON object; `ctx` is the host context.
+    pub fn invoke(
+        &self,
+        tool: &ToolEntry,
+        args: &Map<String, Value>,
+        ctx: &Value,
+    ) -> Result<Envelope, ToolError> {
+        let plugin = &self.plugins[tool.plugin];
+        let args_s = Value::Object(args.clone()).to_string();
+        let ctx_s = ctx.to_string();
+        let out = (plugin.module.invoke())(
+            RStr::from(tool.name.as_str()),
+            RStr::from(args_s.as_str()),
+            RStr::from(ctx_s.as_str()),
+        );
+        match out {
+            RResult::ROk(s) => {
+                let v: Value = serde_json::from_str(s.as_str()).map_err(|e| {
+                    ToolError::internal(format!(
+                        "plugin `{}` returned an invalid envelope for `{}`: {e}",
+                        plugin.name, tool.name
+                    ))
+                })?;
+                Ok(Envelope {
+                    content_type: v["content_type"]
+                        .as_str()
+                        .unwrap_or("application/json")
+                        .to_string(),
+                    inputs: v["inputs"].as_array().cloned().unwrap_or_default(),
+                    result: v.get("result").cloned().unwrap_or(Value::Null),
+                })
+            }
+            RResult::RErr(s) => {
+                let v: Value = serde_json::from_str(s.as_str()).unwrap_or_else(
+                    |_| json!({"kind": "internal", "message": s.as_str(), "hint": null}),
+                );
+                Err(ToolError {
+                    kind: ErrorKind::parse(v["kind"].as_str().unwrap_or("internal")),
+                    message: v["message"].as_str().unwrap_or("plugin error").to_string(),
+                    hint: v["hint"].as_str().map(String::from),
+                })
+            }
+        }
+    }
+
+    /// Name and version of the plugin that serves `tool` (part of the cache key).
+    pub fn plugin_of(&self, tool: &ToolEntry) -> (&str, &str) {
+        let p = &self.plugins[tool.plugin];
+        (&p.name, &p.version)
+    }
+
+    /// The one-line-per-plugin report of `xprof plugins`.
+    pub fn report(&self, verbose: bool) -> Value {
+        json!({
+            "plugins": self.plugins.iter().map(|p| json!({
+                "name": p.name,
+                "version": p.version,
+                "path": p.path.display().to_string(),
+                "found_via": p.origin.label(),
+                "first_party": p.first_party,
+                "protocol": p.protocol,
+                "capabilities": p.capabilities,
+                "tools": p.tool_count,
+            })).collect::<Vec<_>>(),
+            "refused": self.refused.iter().map(|r| {
+                let mut o = json!({
+                    "path": r.path.display().to_string(),
+                    "found_via": r.origin.label(),
+                    "reason": r.reason,
+                });
+                if verbose && !r.detail.is_empty() {
+                    o["detail"] = Value::from(r.detail.clone());
+                }
+                o
+            }).collect::<Vec<_>>(),
+            "warnings": self.warnings,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plugin_file_names() {
+        assert!(is_plugin_file("libxprof_plugin_core.so"));
+        assert!(is_plugin_file("libxprof_plugin_example_vendor.so"));
+        assert!(!is_plugin_file("libxprof_plugin_core-0123456789abcdef.so"));
+        assert!(!is_plugin_file("libxprof_plugin_.so"));
+        assert!(!is_plugin_file("libother.so"));
+        assert!(!is_plugin_file("libxprof_plugin_core.so.d"));
+    }
+
+    #[test]
+    fn load_errors_are_summarized_to_one_line() {
+        let full = "\nCompatibility errors:\n\nError:incompatible type size\nExpected:\n    96\nFound:\n    128\n\nError:too many fields\nExpected:\n  3\nFound:\n  4\n";
+        let s = summarize_load_error(full);
+        assert!(!s.contains('\n'));
+        assert!(
+            s.starts_with(
+                "ABI mismatch: incompatible type size Expected: 96 Found: 128; too many fields"
+            ),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn no_default_dirs_keeps_only_explicit() {
+        let d = Discovery {
+            plugin_dirs: vec![PathBuf::from("/a"), PathBuf::from("/b")],
+            no_default_dirs: true,
+        };
+        let dirs = d.dirs();
+        assert_eq!(dirs.len(), 2);
+        assert!(dirs.iter().all(|(_, o)| *o == DirOrigin::Explicit));
+    }
+
+    #[test]
+    fn missing_directories_load_nothing_and_fail_nothing() {
+        let d = Discovery {
+            plugin_dirs: vec![PathBuf::from("/nonexistent/xprof-plugins")],
+            no_default_dirs: true,
+        };
+        let r = Registry::load(&d);
+        assert!(r.plugins.is_empty() && r.refused.is_empty());
+    }
+}
