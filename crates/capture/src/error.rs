@@ -18,7 +18,7 @@ pub enum CaptureError {
         logdir: PathBuf,
         available: Vec<String>,
     },
-    #[error("no .xplane.pb or .xspace.pb files in directory {}", dir.display())]
+    #[error("no capture in {}: no <host>.xplane.pb (or .xspace.pb) files and no plugins/profile/<run> directories", dir.display())]
     NoXSpace { dir: PathBuf },
     #[error("{} is not an XSpace file (expected a name ending in .xplane.pb or .xspace.pb)", path.display())]
     NotAnXSpaceFile { path: PathBuf },

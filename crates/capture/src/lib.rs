@@ -258,6 +258,12 @@ fn open_latest_run(logdir: &Path) -> Result<Session, CaptureError> {
     let (runs, _) = list_runs(logdir)?;
     // Run names are timestamps in JAX/TF layouts, so the last in name order is the newest.
     let Some(run) = runs.last() else {
+        if !logdir.join("plugins").join("profile").is_dir() {
+            // Neither a logdir nor a run directory: most likely a run dir without a capture.
+            return Err(CaptureError::NoXSpace {
+                dir: logdir.to_path_buf(),
+            });
+        }
         return Err(CaptureError::NoRuns {
             logdir: logdir.to_path_buf(),
         });
