@@ -1,1 +1,13 @@
-//! (being written)
+//! HLO: the text model and parser, graph algorithms (neighborhoods, paths), XLA dump-folder
+//! discovery and stage diffs. Everything here works on files and text; the plugin maps
+//! [`HloError`] to exit-code classes.
+
+pub mod diff;
+pub mod dump;
+pub mod error;
+pub mod graph;
+pub mod text;
+
+pub use error::HloError;
+pub use graph::{Direction, Graph, Neighbor};
+pub use text::{Computation, Instruction, Module, parse};
