@@ -52,7 +52,12 @@ mod tests {
     #[test]
     fn hunks_and_equality() {
         let d = unified("a\nb\nc\n", "a\nx\nc\n", "A", "B", 1);
-        assert!(d.diff.starts_with("--- A\n+++ B\n@@ -1,3 +1,3 @@\n a\n-b\n+x\n c\n"), "{}", d.diff);
+        assert!(
+            d.diff
+                .starts_with("--- A\n+++ B\n@@ -1,3 +1,3 @@\n a\n-b\n+x\n c\n"),
+            "{}",
+            d.diff
+        );
         assert_eq!((d.added, d.removed), (1, 1));
         let d = unified("a\n", "a\n", "A", "B", 3);
         assert!(d.diff.is_empty());

@@ -195,11 +195,8 @@ fn split_compile_id(name: &str) -> (&str, Option<&str>) {
 fn is_backend(s: &str) -> bool {
     // `cpu`, `gpu`, `tpu`, `sm_8.0_gpu`, `rocm_gfx90a_gpu`: no dots except XLA's CUDA
     // compute capability (`sm_<major>.<minor>`).
-    let plain = |t: &str| {
-        !t.is_empty()
-            && t.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
-    };
+    let plain =
+        |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
     if plain(s) {
         return true;
     }
@@ -208,7 +205,8 @@ fn is_backend(s: &str) -> bool {
         && maj.bytes().all(|b| b.is_ascii_digit())
     {
         let minor_end = tail.find('_').unwrap_or(tail.len());
-        return tail[..minor_end].bytes().all(|b| b.is_ascii_digit()) && plain(&tail[minor_end..].replace('_', "x"));
+        return tail[..minor_end].bytes().all(|b| b.is_ascii_digit())
+            && plain(&tail[minor_end..].replace('_', "x"));
     }
     false
 }
@@ -372,7 +370,9 @@ pub fn scan(dir: &Path) -> Result<DumpDir, HloError> {
     for (_, fname, path) in leftovers {
         let best = modules
             .keys()
-            .filter(|p| fname.starts_with(p.as_str()) && fname.as_bytes().get(p.len()) == Some(&b'.'))
+            .filter(|p| {
+                fname.starts_with(p.as_str()) && fname.as_bytes().get(p.len()) == Some(&b'.')
+            })
             .max_by_key(|p| p.len())
             .cloned();
         if let Some(p) = best {
@@ -514,7 +514,10 @@ mod tests {
         let k = match k {
             Kind::Stage(s) => s,
             Kind::BackendAfter(b) => format!("backend:{b}"),
-            Kind::Pass(p) => format!("pass:{}:{}:{}:{:?}", p.number, p.pipeline, p.after, p.before),
+            Kind::Pass(p) => format!(
+                "pass:{}:{}:{}:{:?}",
+                p.number, p.pipeline, p.after, p.before
+            ),
             Kind::ProtoStage => "proto".into(),
         };
         Some((n, cl, k))
@@ -522,25 +525,56 @@ mod tests {
 
     #[test]
     fn naming_schemes() {
-        let c = classify_name("module_0035.jit_matmul_optimized.cl_897798484.after_optimizations.txt").unwrap();
-        assert_eq!(c, ("jit_matmul_optimized".into(), Some("cl_897798484".into()), "after_optimizations".into()));
-        let c = classify_name("module_0001.tt_jit_distributed.barrier.all_reduce.before_optimizations.hlo").unwrap();
+        let c =
+            classify_name("module_0035.jit_matmul_optimized.cl_897798484.after_optimizations.txt")
+                .unwrap();
+        assert_eq!(
+            c,
+            (
+                "jit_matmul_optimized".into(),
+                Some("cl_897798484".into()),
+                "after_optimizations".into()
+            )
+        );
+        let c = classify_name(
+            "module_0001.tt_jit_distributed.barrier.all_reduce.before_optimizations.hlo",
+        )
+        .unwrap();
         assert_eq!(c.0, "tt_jit_distributed.barrier.all_reduce");
         let c = classify_name("module_0000.f.sm_8.0_gpu_after_optimizations.txt").unwrap();
         assert_eq!(c, ("f".into(), None, "backend:sm_8.0_gpu".into()));
         let c = classify_name("module_0000.a.b.cpu_after_optimizations.txt").unwrap();
         assert_eq!(c, ("a.b".into(), None, "backend:cpu".into()));
-        assert!(classify_name("module_0000.f.cpu_after_optimizations-buffer-assignment.txt").is_none());
-        let c = classify_name("module_0002.jit_m.0023.copy-insertion.after_adding_special-case_copies.txt").unwrap();
-        assert_eq!(c.2, "pass:23:copy-insertion:after_adding_special-case_copies:None");
-        let c = classify_name("module_0002.jit_m.0018.HLO_passes.after_fusion.before_fusion-wrapper.txt").unwrap();
+        assert!(
+            classify_name("module_0000.f.cpu_after_optimizations-buffer-assignment.txt").is_none()
+        );
+        let c = classify_name(
+            "module_0002.jit_m.0023.copy-insertion.after_adding_special-case_copies.txt",
+        )
+        .unwrap();
+        assert_eq!(
+            c.2,
+            "pass:23:copy-insertion:after_adding_special-case_copies:None"
+        );
+        let c = classify_name(
+            "module_0002.jit_m.0018.HLO_passes.after_fusion.before_fusion-wrapper.txt",
+        )
+        .unwrap();
         assert_eq!(c.0, "jit_m");
-        assert_eq!(c.2, "pass:18:HLO_passes:after_fusion:Some(\"before_fusion-wrapper\")");
+        assert_eq!(
+            c.2,
+            "pass:18:HLO_passes:after_fusion:Some(\"before_fusion-wrapper\")"
+        );
         let c = classify_name("module_0001.m.cl_5.0002.pipe.after_a.before_b.txt").unwrap();
         assert_eq!((c.0.as_str(), c.1.as_deref()), ("m", Some("cl_5")));
         let c = classify_name("module_0001.m.after_pass_Foo.hlo").unwrap();
         assert_eq!(c.2, "after_pass_Foo");
-        assert_eq!(classify_name("module_0001.m.before_optimizations.hlo.pb").unwrap().2, "proto");
+        assert_eq!(
+            classify_name("module_0001.m.before_optimizations.hlo.pb")
+                .unwrap()
+                .2,
+            "proto"
+        );
         assert!(classify_name("module_0001.m.ir-no-opt.ll").is_none());
     }
 

@@ -58,7 +58,10 @@ pub enum HloError {
         available: Vec<String>,
     },
 
-    #[error("instruction '%{name}' not found in {scope}{}", similar_suffix(similar))]
+    #[error(
+        "instruction '%{name}' not found in {scope}{}",
+        similar_suffix(similar)
+    )]
     InstructionNotFound {
         name: String,
         scope: String,

@@ -315,8 +315,14 @@ mod tests {
         let g = Graph::new(&m);
         let a = g.find("%a").unwrap();
         let n = g.neighborhood(a, 1, Direction::Both, 0);
-        let names: Vec<_> = n.iter().map(|x| (x.name.as_str(), x.distance, x.direction)).collect();
-        assert_eq!(names, vec![("a", 0, "target"), ("b", 1, "user"), ("d", 1, "user")]);
+        let names: Vec<_> = n
+            .iter()
+            .map(|x| (x.name.as_str(), x.distance, x.direction))
+            .collect();
+        assert_eq!(
+            names,
+            vec![("a", 0, "target"), ("b", 1, "user"), ("d", 1, "user")]
+        );
         let d = g.find("d").unwrap();
         let n = g.neighborhood(d, 2, Direction::Operands, 0);
         let names: Vec<_> = n.iter().map(|x| x.name.as_str()).collect();

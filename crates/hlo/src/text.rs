@@ -88,7 +88,10 @@ pub fn metadata_value(md: &str, field: &str) -> Option<String> {
         i += 1;
         let (val, next) = if i < b.len() && b[i] == b'"' {
             let end = skip_string(b, i);
-            (unescape(&inner[i + 1..end.saturating_sub(1).max(i + 1)]), end)
+            (
+                unescape(&inner[i + 1..end.saturating_sub(1).max(i + 1)]),
+                end,
+            )
         } else {
             let s = i;
             while i < b.len() && b[i] != b' ' {
@@ -188,7 +191,10 @@ pub fn parse(text: &str, file: &str) -> Result<Module, HloError> {
         }
         if let Some(rest) = trimmed.strip_prefix("HloModule ") {
             if !module.name.is_empty() || !module.computations.is_empty() {
-                return Err(err(0, "a second `HloModule` header; one module per text".into()));
+                return Err(err(
+                    0,
+                    "a second `HloModule` header; one module per text".into(),
+                ));
             }
             let end = rest.find([',', ' ']).unwrap_or(rest.len());
             module.name = rest[..end].to_string();
@@ -262,7 +268,10 @@ fn parse_computation_header(s: &str, line: usize) -> LineResult<Computation> {
         Some(r) => (r, off + 1),
         None => (rest, off),
     };
-    let end = rest.bytes().position(|b| !is_name_byte(b)).unwrap_or(rest.len());
+    let end = rest
+        .bytes()
+        .position(|b| !is_name_byte(b))
+        .unwrap_or(rest.len());
     if end == 0 {
         return Err((off, "expected a computation name".into()));
     }
@@ -454,7 +463,8 @@ fn parse_instruction(s: &str, line: usize) -> LineResult<Instruction> {
     if b.get(i) != Some(&b'(') {
         return Err((i, format!("expected `(` after opcode `{opcode}`")));
     }
-    let close = skip_group(b, i).ok_or((i, "unbalanced parentheses in the operand list".to_string()))?;
+    let close =
+        skip_group(b, i).ok_or((i, "unbalanced parentheses in the operand list".to_string()))?;
     let inside = &s[i + 1..close - 1];
     let mut operands = Vec::new();
     let mut literal = None;
@@ -467,7 +477,10 @@ fn parse_instruction(s: &str, line: usize) -> LineResult<Instruction> {
                 None => {
                     return Err((
                         i + 1 + off,
-                        format!("cannot read operand `{}` of `{name}`", clip(part.trim(), 40)),
+                        format!(
+                            "cannot read operand `{}` of `{name}`",
+                            clip(part.trim(), 40)
+                        ),
                     ));
                 }
             }
@@ -480,12 +493,18 @@ fn parse_instruction(s: &str, line: usize) -> LineResult<Instruction> {
     if i < b.len() {
         let rest = &s[i..];
         let Some(rest) = rest.strip_prefix(", ") else {
-            return Err((i, "expected `, <attribute>=<value>` after the operand list".into()));
+            return Err((
+                i,
+                "expected `, <attribute>=<value>` after the operand list".into(),
+            ));
         };
         for (off, part) in split_top(rest) {
             let part_t = part.trim();
             let Some(eq) = part_t.find('=') else {
-                return Err((i + 2 + off, format!("expected `key=value`, got `{}`", clip(part_t, 40))));
+                return Err((
+                    i + 2 + off,
+                    format!("expected `key=value`, got `{}`", clip(part_t, 40)),
+                ));
             };
             let key = part_t[..eq].to_string();
             let value = part_t[eq + 1..].to_string();
@@ -526,7 +545,10 @@ mod tests {
         let f = &m.computations[0];
         assert_eq!(f.instructions[1].operands, vec!["p"]);
         assert!(f.instructions[1].is_root);
-        assert_eq!(f.instructions[1].metadata_field("op_name").as_deref(), Some("a%b"));
+        assert_eq!(
+            f.instructions[1].metadata_field("op_name").as_deref(),
+            Some("a%b")
+        );
         let e = &m.computations[1];
         assert_eq!(e.instructions[1].literal.as_deref(), Some("0"));
         assert_eq!(e.instructions[2].operands, vec!["a", "c"]);
@@ -542,9 +564,12 @@ mod tests {
         let e = parse(text, "bad.txt").unwrap_err().to_string();
         assert!(e.starts_with("bad.txt:5:"), "{e}");
         assert!(e.contains("unbalanced"), "{e}");
-        let e = parse("HloModule m\nENTRY main {\n  x = f32[] parameter(0)\n", "u.txt")
-            .unwrap_err()
-            .to_string();
+        let e = parse(
+            "HloModule m\nENTRY main {\n  x = f32[] parameter(0)\n",
+            "u.txt",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.starts_with("u.txt:2:1:"), "{e}");
         let e = parse("hello world\n", "n.txt").unwrap_err().to_string();
         assert!(e.starts_with("n.txt:1:1:"), "{e}");

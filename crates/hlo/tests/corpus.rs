@@ -12,7 +12,9 @@ fn corpus_dir() -> Option<PathBuf> {
 
 /// Every directory under `root` (recursively) that holds `module_*` files.
 fn dump_dirs(root: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(root) else { return };
+    let Ok(rd) = std::fs::read_dir(root) else {
+        return;
+    };
     let mut has_module = false;
     for e in rd.flatten() {
         let p = e.path();
@@ -31,11 +33,18 @@ fn dump_dirs(root: &Path, out: &mut Vec<PathBuf>) {
 fn count_instruction_lines(text: &str) -> usize {
     text.lines()
         .filter(|l| {
-            let Some(t) = l.strip_prefix("  ") else { return false };
+            let Some(t) = l.strip_prefix("  ") else {
+                return false;
+            };
             let t = t.strip_prefix("ROOT ").unwrap_or(t);
             let t = t.strip_prefix('%').unwrap_or(t);
             match t.find(" = ") {
-                Some(p) => p > 0 && t[..p].bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)),
+                Some(p) => {
+                    p > 0
+                        && t[..p]
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+                }
                 None => false,
             }
         })
@@ -113,7 +122,10 @@ fn row39_neighborhood_finds_root() {
     assert_eq!(got, vec![("matmul_optimized.1", 0), ("x.1", 1), ("y.1", 1)]);
     assert!(n[0].line.starts_with("ROOT %matmul_optimized.1 = "));
     let text = render_neighborhood(&n);
-    assert!(text.starts_with("   [TARGET] [main.1] ROOT %matmul_optimized.1"), "{text}");
+    assert!(
+        text.starts_with("   [TARGET] [main.1] ROOT %matmul_optimized.1"),
+        "{text}"
+    );
     let n = g.neighborhood(g.find("%x.1").unwrap(), 2, Direction::Both, 0);
     assert_eq!(n[1].name, "matmul_optimized.1");
     assert_eq!(n[1].direction, "user");
@@ -131,7 +143,10 @@ fn jax_pass_dumps_and_backend_stage() {
     assert_eq!(k, "cpu_after_optimizations");
     assert!(p.ends_with("module_0000.jit_reshape_transpose.cpu_after_optimizations.txt"));
     assert_eq!(m.resolve_stage("pass_7").unwrap().0, "pass_0007");
-    assert!(m.also_available.contains_key("cpu_after_optimizations-buffer-assignment.txt"));
+    assert!(
+        m.also_available
+            .contains_key("cpu_after_optimizations-buffer-assignment.txt")
+    );
     assert!(!m.stage_keys().iter().any(|k| k.contains("buffer")));
     let e = m.resolve_stage("pass_9999").unwrap_err().to_string();
     assert!(e.contains("pass_0047"), "{e}");

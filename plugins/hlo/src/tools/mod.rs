@@ -1,1 +1,5 @@
-// Tools are added one file each.
+// One tool per file.
+mod diff_hlo_stages;
+mod get_hlo_dump;
+mod get_hlo_dump_neighborhood;
+mod list_hlo_dump_modules;
