@@ -1,5 +1,11 @@
-//! `kernel` plugin (being written): a thin shell over its library crate; one tool per file under `tools/`.
+//! `kernel`: Pallas / Mosaic / LLO kernel analysis — TPU LLO dumps, Mosaic dumps, the MLIR
+//! bytecode in HLO custom calls, and (from traces) kernel-profiling captures. A thin shell:
+//! each tool is one file under `tools/`, the analysis lives in `xprof-llo`.
 
+mod common;
 mod tools;
 
-xprof_plugin_api::export_plugin!(name: "kernel", capabilities: []);
+xprof_plugin_api::export_plugin!(name: "kernel", capabilities: ["dump", "xspace"]);
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,106 @@
+//! Glue shared by the kernel tools: directory arguments, library errors → `ToolError` /
+//! "no data", and the dump index with its reads recorded.
+
+use std::path::PathBuf;
+
+use xprof_llo::dump::{DumpIndex, Instance, PassChoice, find_pass};
+use xprof_llo::{LloError, dir_from_arg_or_env};
+use xprof_plugin_api::{Call, ErrorKind, ToolError, ToolOutput};
+
+/// A library failure: "no data" becomes a result, everything else a typed error.
+pub fn lib_err(e: LloError) -> Result<ToolOutput, ToolError> {
+    match e {
+        LloError::NoData {
+            reason,
+            capture_flags,
+        } => {
+            let flags: Vec<&str> = capture_flags.iter().map(String::as_str).collect();
+            Ok(ToolOutput::no_data(reason, &flags))
+        }
+        other => Err(to_tool_error(other)),
+    }
+}
+
+pub fn to_tool_error(e: LloError) -> ToolError {
+    let kind = match e.kind() {
+        "usage" => ErrorKind::Usage,
+        "path" => ErrorKind::Path,
+        "invalid_value" | "no_data" => ErrorKind::InvalidValue,
+        _ => ErrorKind::Internal,
+    };
+    let mut t = ToolError::new(kind, e.to_string());
+    t.hint = e.hint();
+    t
+}
+
+/// Run a tool body whose library errors may be "no data".
+pub fn run_lib(f: impl FnOnce() -> Result<ToolOutput, LloError>) -> Result<ToolOutput, ToolError> {
+    f().or_else(lib_err)
+}
+
+/// `--dump_dir`, else `$XLA_JF_DUMP_DIR`, indexed; the listing is recorded for the cache.
+pub fn open_dump(call: &mut Call) -> Result<DumpIndex, LloError> {
+    let arg = call.opt_nonempty("dump_dir").map_err(tool_to_llo)?;
+    let dir = dir_from_arg_or_env(arg.as_deref(), "XLA_JF_DUMP_DIR");
+    let idx = DumpIndex::open(dir)?;
+    call.read_dir(&idx.dir);
+    Ok(idx)
+}
+
+/// Argument errors surface through the library error type so one `run_lib` maps all.
+pub fn tool_to_llo(e: ToolError) -> LloError {
+    LloError::InvalidArg {
+        arg: "argument",
+        message: e.message,
+    }
+}
+
+/// Find a pass; when the caller left `pass_label` at its default a missing pass is "no
+/// data" (the dump lacks that checkpoint), when they named one it is an invalid value.
+pub fn pick_pass<'a>(
+    call: &Call,
+    inst: &'a Instance,
+    default: &str,
+    what: &str,
+) -> Result<PassChoice<'a>, LloError> {
+    let given = call.opt_nonempty("pass_label").map_err(tool_to_llo)?;
+    let q = given.clone().unwrap_or_else(|| default.to_string());
+    match find_pass(inst, &q) {
+        Err(LloError::PassNotFound { query, available }) if given.is_none() => {
+            Err(LloError::no_data(
+                format!(
+                    "this program's dump has no {what} pass (label matching '{query}'); passes present: {available:?}"
+                ),
+                &[
+                    "--xla_jf_dump_to=<dir>",
+                    "--xla_jf_dump_llo_text=true",
+                    "(no --xla_jf_dump_llo_pass_label_regex filter, or one that keeps this pass)",
+                ],
+            ))
+        }
+        other => other,
+    }
+}
+
+pub fn program_arg(call: &Call) -> Result<String, LloError> {
+    call.opt_nonempty("program")
+        .map_err(tool_to_llo)?
+        .ok_or(LloError::MissingArg("program"))
+}
+
+pub fn usize_arg(call: &Call, name: &'static str, default: usize) -> Result<usize, LloError> {
+    call.usize_or(name, default)
+        .map_err(|e| LloError::InvalidArg {
+            arg: name,
+            message: e.message,
+        })
+}
+
+pub fn path_string(p: &std::path::Path) -> String {
+    p.display().to_string()
+}
+
+#[allow(dead_code)]
+pub fn pathbuf(s: &str) -> PathBuf {
+    xprof_llo::expand_tilde(s)
+}

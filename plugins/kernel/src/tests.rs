@@ -1,0 +1,636 @@
+//! The acceptance rows of spec/TOOLS-kernel.md §5 on the shared seed-v6e fixtures, run
+//! through the same in-process invoke path the host uses, plus failure-mode tests.
+
+use serde_json::{Value, json};
+use xprof_plugin_api::sdk::{invoke_json, testing};
+use xprof_plugin_api::{ErrorKind, ToolError};
+
+const KRATE: &str = env!("CARGO_CRATE_NAME");
+
+fn corpus() -> Option<std::path::PathBuf> {
+    testing::corpus(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn fixture(sub: &str) -> Option<String> {
+    corpus().map(|c| c.join("fixtures/seed-v6e").join(sub).display().to_string())
+}
+
+fn call(tool: &str, args: Value) -> Result<Value, ToolError> {
+    invoke_json(KRATE, tool, &args.to_string(), "{}").map(|env| env["result"].clone())
+}
+
+fn ok(tool: &str, args: Value) -> Value {
+    call(tool, args.clone()).unwrap_or_else(|e| panic!("{tool} {args} failed: {e}"))
+}
+
+fn err(tool: &str, args: Value) -> ToolError {
+    match call(tool, args.clone()) {
+        Ok(v) => panic!("{tool} {args} should fail, got {v}"),
+        Err(e) => e,
+    }
+}
+
+fn full_text(e: &ToolError) -> String {
+    format!("{} {}", e.message, e.hint.clone().unwrap_or_default())
+}
+
+macro_rules! jf_dump {
+    () => {
+        match fixture("jf_dump") {
+            Some(d) => d,
+            None => return,
+        }
+    };
+}
+
+const PROG: &str = "matmul_optimized.1";
+
+#[test]
+fn documented_examples_run() {
+    let ran = testing::run_examples(KRATE, env!("CARGO_MANIFEST_DIR"));
+    assert!(ran > 0 || corpus().is_none());
+}
+
+#[test]
+fn row07_list_llo_programs() {
+    let d = jf_dump!();
+    let r = ok("list_llo_programs", json!({"dump_dir": d}));
+    let progs = r["programs"].as_array().unwrap();
+    assert_eq!(progs.len(), 1);
+    let p = &progs[0];
+    assert_eq!(p["program"], PROG);
+    assert_eq!(p["kind"], "kernel");
+    assert_eq!(p["compile_instances"], 1);
+    assert_eq!(p["primary_instance_ts"], json!(1783579467107688879u64));
+    assert_eq!(p["num_passes"], 4);
+    assert_eq!(
+        p["checkpoints"],
+        json!({"final_bundles": true, "per_bundle_utilization": true, "schedule_analysis": true, "static_gap_analysis": false})
+    );
+    assert_eq!(p["custom_call_evidence"], true);
+}
+
+#[test]
+fn row08_list_llo_programs_missing_dir_names_capture_flags() {
+    let e = err(
+        "list_llo_programs",
+        json!({"dump_dir": "/nonexistent/path"}),
+    );
+    assert_eq!(e.kind, ErrorKind::Path);
+    let t = full_text(&e);
+    assert!(t.contains("--xla_jf_dump_to"), "{t}");
+    assert!(t.contains("--xla_jf_dump_llo_text"), "{t}");
+}
+
+#[test]
+fn row09_schedule_analysis() {
+    let d = jf_dump!();
+    let r = ok(
+        "get_llo_schedule_analysis",
+        json!({"dump_dir": d, "program": PROG}),
+    );
+    assert_eq!(
+        r["totals"],
+        json!({"total_bundles": 2705, "empty_bundles": 9, "non_empty_bundles": 2696})
+    );
+    assert_eq!(r["per_opcode"][0]["pct"], json!(100.0));
+    assert_eq!(r["per_opcode"][0]["bundles"], json!(2696.0));
+    assert!(
+        r["per_opcode"][0]["attribution"]
+            .as_str()
+            .unwrap()
+            .contains("custom-call")
+    );
+    let a = r["per_hlo"][0]["attribution"].as_str().unwrap();
+    assert!(a.chars().count() <= 300);
+    assert!(a.starts_with("%matmul_optimized.1 = f32[2048,2048]"));
+    assert_eq!(r["per_hlo"][0]["pct"], json!(100.0));
+}
+
+#[test]
+fn row10_static_utilization() {
+    let d = jf_dump!();
+    let r = ok(
+        "get_llo_static_utilization",
+        json!({"dump_dir": d, "program": PROG}),
+    );
+    let u = &r["units"];
+    assert_eq!(u["MXU"]["capacity"], 2);
+    assert_eq!(u["VALU"]["capacity"], 4);
+    assert_eq!(u["VLOAD"]["capacity"], 3);
+    assert_eq!(u["SALU"]["capacity"], 2);
+    // The full §4.8 table.
+    let table = [
+        ("MXU", 74.6, 74.68, 74.53),
+        ("XLU", 0.0, 0.0, 0.0),
+        ("VALU", 14.2, 37.89, 0.0),
+        ("VPOP", 37.86, 75.71, 0.0),
+        ("EUP", 0.0, 0.0, 0.0),
+        ("VLOAD", 44.26, 68.21, 18.34),
+        ("VLOAD:FILL", 0.0, 0.0, 0.0),
+        ("VSTORE", 18.93, 37.86, 0.0),
+        ("VSTORE:SPILL", 0.0, 0.0, 0.0),
+        ("SALU", 4.58, 5.62, 3.55),
+    ];
+    for (unit, occ, nz, sat) in table {
+        assert_eq!(u[unit]["occupancy_pct"], json!(occ), "{unit}");
+        assert_eq!(u[unit]["nonzero_bundle_pct"], json!(nz), "{unit}");
+        assert_eq!(u[unit]["saturated_bundle_pct"], json!(sat), "{unit}");
+    }
+    assert_eq!(r["num_bundles"], 2705);
+    let hot: Vec<(String, String, String, u64)> = r["hot_ranges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["dominant_unit"].as_str().unwrap().to_string(),
+                h["address_range"][0].as_str().unwrap().to_string(),
+                h["address_range"][1].as_str().unwrap().to_string(),
+                h["length"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let want = [
+        ("MXU", "0x322", "0x4a4", 387),
+        ("MXU", "0x113", "0x19c", 138),
+        ("MXU", "0x220", "0x28e", 111),
+        ("SALU", "0x1", "0x64", 100),
+        ("VLOAD", "0x70", "0xc3", 84),
+    ];
+    assert_eq!(hot.len(), want.len());
+    for (h, w) in hot.iter().zip(want) {
+        assert_eq!((h.0.as_str(), h.1.as_str(), h.2.as_str(), h.3), w);
+    }
+    assert_eq!(r["alignment"]["aligned"], true);
+    assert!(
+        r["hot_ranges_by_occupancy"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty())
+    );
+}
+
+#[test]
+fn row11_bundles_grep() {
+    let d = jf_dump!();
+    let r = ok(
+        "get_llo_bundles",
+        json!({"dump_dir": d, "program": PROG, "grep": "dma\\.hbm_to_vmem", "limit": 3}),
+    );
+    assert!(r["total_matched"].as_u64().unwrap() >= 3);
+    assert_eq!(r["returned"], 3);
+    assert_eq!(r["truncated"], true);
+    let addrs: Vec<&str> = r["bundles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["address"].as_str().unwrap())
+        .collect();
+    assert!(addrs.iter().all(|a| a.starts_with("0x")));
+    assert_eq!(addrs, vec!["0xa", "0xd", "0x14"]);
+    // 0xa's hit is the BoundsCheck comment, 0xd is the DMA itself.
+    assert_eq!(r["bundles"][0]["in_comment"], true);
+    assert_eq!(r["bundles"][1]["in_comment"], false);
+}
+
+#[test]
+fn row12_bundles_address_range() {
+    let d = jf_dump!();
+    let r = ok(
+        "get_llo_bundles",
+        json!({"dump_dir": d, "program": PROG, "address_range": "0xa-0xd"}),
+    );
+    assert_eq!(r["total_matched"], 4);
+    let addrs: Vec<&str> = r["bundles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["address"].as_str().unwrap())
+        .collect();
+    assert_eq!(addrs, vec!["0xa", "0xb", "0xc", "0xd"]);
+    assert_eq!(
+        r["bundles"][3]["text"],
+        "{ %11 = dma.hbm_to_vmem [thread:$0]  /*hbm=*/%s16850_s0, /*size_in_granules=*/32768, /*vmem=*/%s12940_s10, /*dst_syncflagno=*/[#allocation3], /*src_stride=*/%s12914_s13, /*dst_stride=*/%s12915_s14, /*steps_per_stride=*/%s12916_s15 }"
+    );
+    // The column-0 `hlo:` continuation belongs to 0xa.
+    assert!(
+        r["bundles"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("hlo: matmul_optimized.1 */ }")
+    );
+    assert_eq!(r["bundles"][0]["hlo"], PROG);
+}
+
+#[test]
+fn row13_bundles_without_program_points_to_list_llo_programs() {
+    let d = jf_dump!();
+    let e = err("get_llo_bundles", json!({"dump_dir": d}));
+    assert_eq!(e.kind, ErrorKind::Usage);
+    assert!(e.message.contains("list_llo_programs"), "{}", e.message);
+}
+
+fn fit(d: &str) -> (String, Value) {
+    let r = ok("get_llo_fit_summary", json!({"dump_dir": d}));
+    let text = r["text"].as_str().unwrap().to_string();
+    let (digest, rest) = text
+        .split_once("\n\n```json\n")
+        .expect("digest, then a json fence");
+    let json_text = rest.strip_suffix("\n```").expect("closing fence");
+    let data: Value = serde_json::from_str(json_text).unwrap();
+    assert_eq!(data, r["summary"]);
+    (digest.to_string(), data)
+}
+
+#[test]
+fn row17_fit_summary_digest() {
+    let d = jf_dump!();
+    let (digest, data) = fit(&d);
+    assert!(digest.lines().count() <= 30);
+    for marker in [
+        "# LLO fit summary",
+        "VMEM:",
+        "MXU:",
+        "Unit split",
+        "Spills:",
+        "Timeline:",
+        "Hypotheses",
+        "Verdict:",
+        "Caveat:",
+    ] {
+        assert!(digest.contains(marker), "missing {marker}");
+    }
+    assert_eq!(data["program"], PROG);
+    // The seed's digest, line for line.
+    let seed = std::fs::read_to_string(
+        corpus()
+            .unwrap()
+            .join("oracle/seed-cli/get_llo_fit_summary.txt"),
+    )
+    .unwrap();
+    let seed_digest = seed.split("\n\n```json\n").next().unwrap();
+    assert_eq!(digest, seed_digest);
+}
+
+#[test]
+fn row18_fit_summary_vmem() {
+    let d = jf_dump!();
+    let v = &fit(&d).1["vmem"];
+    assert_eq!(v["vmem_total_bytes"], 9510912);
+    assert_eq!(v["vmem_scoped_bytes"], 9510912);
+    assert_eq!(v["allocations"].as_array().unwrap().len(), 4);
+    assert_eq!(v["used_of_scoped_default_pct"], json!(28.3));
+    assert_eq!(v["headroom_vs_scoped_default_pct"], json!(71.7));
+    assert_eq!(v["used_of_hardware_pct"], json!(7.1));
+    assert!(
+        v["limit_note"]
+            .as_str()
+            .unwrap()
+            .contains("--xla_tpu_scoped_vmem_limit_kib")
+    );
+}
+
+#[test]
+fn row19_fit_summary_mxu() {
+    let d = jf_dump!();
+    let m = &fit(&d).1["mxu"];
+    assert_eq!(m["matmul_count"], 1024);
+    assert_eq!(m["inferred_operand_lanes"], 256);
+    assert_eq!(m["mxus_used"], json!(["mxu0", "mxu1"]));
+    assert!(m["dtypes"].get("f32").is_some());
+    assert_eq!(
+        m["op_counts"],
+        json!({"matmul": 1024, "matprep": 1536, "matpush1": 256, "matpush2": 256})
+    );
+    assert_eq!(m["dtypes"], json!({"f32": 1024}));
+    assert_eq!(
+        m["mxu_result_pops"]["mxu0"].as_u64().unwrap()
+            + m["mxu_result_pops"]["mxu1"].as_u64().unwrap(),
+        2048
+    );
+}
+
+#[test]
+fn row20_fit_summary_agrees_with_the_tools() {
+    let d = jf_dump!();
+    let data = fit(&d).1;
+    let su = ok(
+        "get_llo_static_utilization",
+        json!({"dump_dir": d, "program": PROG}),
+    );
+    let sa = ok(
+        "get_llo_schedule_analysis",
+        json!({"dump_dir": d, "program": PROG}),
+    );
+    assert_eq!(
+        data["units"]["MXU"]["occupancy_pct"],
+        su["units"]["MXU"]["occupancy_pct"]
+    );
+    assert_eq!(
+        data["totals"]["total_bundles"],
+        sa["totals"]["total_bundles"]
+    );
+}
+
+#[test]
+fn row21_fit_summary_spills_and_timeline() {
+    let d = jf_dump!();
+    let data = fit(&d).1;
+    let s = &data["spills"];
+    assert_eq!(
+        (s["spills_total"].clone(), s["fills_total"].clone()),
+        (json!(0), json!(0))
+    );
+    assert_eq!(s["spill_fill_per_bundle"], json!(0.0));
+    assert!(s.get("flag").is_none());
+    let tl = &data["timeline"];
+    let pct = tl["bundle_class_pct"].as_object().unwrap();
+    let sum: f64 = pct.values().map(|v| v.as_f64().unwrap()).sum();
+    assert!((sum - 100.0).abs() <= 0.5);
+    assert_eq!(
+        Value::Object(pct.clone()),
+        json!({"overlap_mxu_mem": 61.1, "mxu_only": 13.6, "mem_stall_mxu_idle": 12.5, "vpu_only_mxu_idle": 7.0, "salu_bubble": 5.5, "idle": 0.3})
+    );
+    assert_eq!(tl["mxu_idle_stall_pct"], json!(25.3));
+    let runs = tl["top_stall_runs"].as_array().unwrap();
+    let lens: Vec<u64> = runs.iter().map(|r| r["length"].as_u64().unwrap()).collect();
+    assert!(lens.windows(2).all(|w| w[0] >= w[1]));
+    assert!(
+        runs[0]["bundle_range"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("0x")
+    );
+    assert_eq!(runs[0]["hlo"], PROG);
+    let stall = [
+        "mem_stall_mxu_idle",
+        "vpu_only_mxu_idle",
+        "salu_bubble",
+        "idle",
+    ];
+    assert!(
+        runs.iter()
+            .all(|r| stall.contains(&r["dominant_class"].as_str().unwrap()))
+    );
+    assert_eq!(runs[0]["bundle_range"], json!(["0x4a5", "0x5ae"]));
+    assert_eq!(runs[1]["bundle_range"], json!(["0x9a1", "0xa90"]));
+    assert_eq!(runs[2]["bundle_range"], json!(["0x0", "0xb2"]));
+}
+
+#[test]
+fn row22_fit_summary_recommendations_and_verdict_class() {
+    let d = jf_dump!();
+    let data = fit(&d).1;
+    let recs = data["recommendations"].as_array().unwrap();
+    assert!(!recs.is_empty());
+    for r in recs {
+        assert!(["STRUCTURAL", "TUNE"].contains(&r["kind"].as_str().unwrap()));
+        for k in ["lever", "ceiling_estimate", "basis"] {
+            assert!(!r[k].as_str().unwrap().is_empty());
+        }
+    }
+    let ceilings: Vec<&str> = recs
+        .iter()
+        .map(|r| r["ceiling_estimate"].as_str().unwrap())
+        .collect();
+    assert_eq!(ceilings, vec!["<=1.14x", "<=1.08x", "<=1.06x"]);
+    let vc = &data["verdict_class"];
+    assert_eq!(vc["class"], "TUNE");
+    assert_eq!(vc["top_lever"], recs[0]["lever"]);
+    assert_eq!(vc["ceiling_estimate"], recs[0]["ceiling_estimate"]);
+    assert!(data["caveat"].as_str().unwrap().contains("static"));
+}
+
+#[test]
+fn row23_fit_summary_missing_dir() {
+    let e = err(
+        "get_llo_fit_summary",
+        json!({"dump_dir": "/nonexistent/path"}),
+    );
+    assert_eq!(e.kind, ErrorKind::Path);
+    let t = full_text(&e);
+    for s in [
+        "--xla_jf_dump_to",
+        "--xla_jf_dump_llo_text",
+        "--xla_dump_to alone does NOT",
+    ] {
+        assert!(t.contains(s), "{t}");
+    }
+}
+
+#[test]
+fn row24_fit_summary_diff_against_itself() {
+    let d = jf_dump!();
+    let r = ok(
+        "get_llo_fit_summary",
+        json!({"dump_dir": d, "diff_dump_dir": d}),
+    );
+    let deltas = r["summary"]["diff"]["deltas"].as_object().unwrap();
+    for k in [
+        "vmem_total_mib",
+        "spills",
+        "fills",
+        "spill_fill_per_bundle",
+        "mxu_occupancy_pct",
+        "mxu_idle_stall_pct",
+        "total_bundles",
+    ] {
+        assert_eq!(deltas[k]["changed"], false, "{k}");
+    }
+    assert!(r["text"].as_str().unwrap().contains("no scalar changes"));
+}
+
+#[test]
+fn row36_fit_summary_provenance() {
+    let d = jf_dump!();
+    let data = fit(&d).1;
+    let p = &data["provenance"];
+    let keys = |v: &Value| {
+        v["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k.as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert!(keys(&p["hypotheses"]).contains(&"recommendations".to_string()));
+    assert!(keys(&p["hypotheses"]).contains(&"verdict_class".to_string()));
+    assert!(keys(&p["measurements"]).contains(&"spills".to_string()));
+    assert!(
+        p["grading_metrics_forbidden"]
+            .get("spill_fill_per_bundle")
+            .is_some()
+    );
+    assert!(
+        p["grading_metrics_forbidden"]
+            .get("occupancy_pct")
+            .is_some()
+    );
+    assert!(data["caveat"].as_str().unwrap().contains("INFERRED"));
+}
+
+#[test]
+fn row40_bundles_ct_marker_is_its_own_bundle() {
+    let d = jf_dump!();
+    let r = ok(
+        "get_llo_bundles",
+        json!({"dump_dir": d, "program": PROG, "address_range": "0x19-0x1b"}),
+    );
+    assert_eq!(r["total_matched"], 3);
+    let b = r["bundles"].as_array().unwrap();
+    assert_eq!(b[1]["address"], "0x1a");
+    assert_eq!(b[1]["ct_marker"], "LB");
+    assert_eq!(b[1]["loop_depth"], 1);
+    assert!(!b[0]["text"].as_str().unwrap().contains("0x1a"));
+}
+
+#[test]
+fn row41_bundles_unfiltered_count_every_bundle() {
+    let d = jf_dump!();
+    let r = ok(
+        "get_llo_bundles",
+        json!({"dump_dir": d, "program": PROG, "limit": 500}),
+    );
+    assert_eq!(r["total_matched"], 2705);
+    assert_eq!(r["returned"], 500);
+    let all = ok(
+        "get_llo_bundles",
+        json!({"dump_dir": d, "program": PROG, "grep": "."}),
+    );
+    assert_eq!(all["total_matched"], 2705);
+    let ct = ok(
+        "get_llo_bundles",
+        json!({"dump_dir": d, "program": PROG, "address_range": "0x0-0xfff", "limit": 500}),
+    );
+    assert_eq!(ct["total_matched"], 2705);
+}
+
+// ---- failure modes --------------------------------------------------------------------------
+
+#[test]
+fn llo_tools_without_any_dump_dir_are_usage_errors() {
+    // The tests never set the variable; when the developer's shell has it, skip.
+    if std::env::var_os("XLA_JF_DUMP_DIR").is_some() {
+        return;
+    }
+    for (tool, args) in [
+        ("list_llo_programs", json!({})),
+        ("get_llo_fit_summary", json!({})),
+        ("get_llo_bundles", json!({"program": PROG})),
+    ] {
+        let e = err(tool, args);
+        assert_eq!(e.kind, ErrorKind::Usage, "{tool}");
+        assert!(full_text(&e).contains("XLA_JF_DUMP_DIR"), "{tool}: {e}");
+    }
+}
+
+#[test]
+fn empty_dump_dir_is_no_data_with_capture_flags() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("README"), "not a dump").unwrap();
+    let d = t.path().display().to_string();
+    for (tool, args) in [
+        ("list_llo_programs", json!({"dump_dir": d})),
+        ("get_llo_fit_summary", json!({"dump_dir": d})),
+        ("get_llo_bundles", json!({"dump_dir": d, "program": "x"})),
+        (
+            "get_llo_static_utilization",
+            json!({"dump_dir": d, "program": "x"}),
+        ),
+        (
+            "get_llo_schedule_analysis",
+            json!({"dump_dir": d, "program": "x"}),
+        ),
+    ] {
+        let r = ok(tool, args);
+        assert_eq!(r["status"], "no_data", "{tool}");
+        assert!(
+            r["capture_flags"].to_string().contains("--xla_jf_dump_to"),
+            "{tool}"
+        );
+    }
+}
+
+/// A dump with one program whose files are damaged in the ways a real dump can be.
+fn damaged_dump() -> tempfile::TempDir {
+    let t = tempfile::tempdir().unwrap();
+    let p = |n: &str| t.path().join(format!("1000000000-k.1-{n}.txt"));
+    std::fs::write(
+        p("05-hlo-static-per-bundle-utilization"),
+        "== CAPACTIY:\nMXU, VALU\n2 x\n== UTILIZATION:\n0 0\n",
+    )
+    .unwrap();
+    std::fs::write(p("06-final_bundles"), "no bundles in here\n").unwrap();
+    t
+}
+
+#[test]
+fn malformed_inputs_are_invalid_values_naming_file_and_line() {
+    let t = damaged_dump();
+    let d = t.path().display().to_string();
+    let e = err(
+        "get_llo_static_utilization",
+        json!({"dump_dir": d, "program": "k.1"}),
+    );
+    assert_eq!(e.kind, ErrorKind::InvalidValue);
+    assert!(
+        e.message.contains("per-bundle-utilization.txt:3"),
+        "{}",
+        e.message
+    );
+    assert!(e.hint.is_some());
+    let e = err("get_llo_bundles", json!({"dump_dir": d, "program": "k.1"}));
+    assert_eq!(e.kind, ErrorKind::InvalidValue);
+    assert!(e.message.contains("final_bundles.txt"), "{}", e.message);
+    let e = err("get_llo_fit_summary", json!({"dump_dir": d}));
+    assert_eq!(e.kind, ErrorKind::InvalidValue);
+}
+
+#[test]
+fn missing_checkpoint_is_no_data_but_a_named_missing_pass_is_an_error() {
+    let t = damaged_dump();
+    let d = t.path().display().to_string();
+    let r = ok(
+        "get_llo_schedule_analysis",
+        json!({"dump_dir": d, "program": "k.1"}),
+    );
+    assert_eq!(r["status"], "no_data");
+    assert!(r["reason"].as_str().unwrap().contains("schedule-analysis"));
+    let e = err(
+        "get_llo_schedule_analysis",
+        json!({"dump_dir": d, "program": "k.1", "pass_label": "nope"}),
+    );
+    assert_eq!(e.kind, ErrorKind::InvalidValue);
+    assert!(e.message.contains("available"), "{}", e.message);
+}
+
+#[test]
+fn bad_arguments_are_invalid_values() {
+    let d = jf_dump!();
+    let e = err(
+        "get_llo_bundles",
+        json!({"dump_dir": d, "program": PROG, "address_range": "a-d"}),
+    );
+    assert_eq!(e.kind, ErrorKind::InvalidValue);
+    assert!(e.message.contains("address_range"));
+    let e = err(
+        "get_llo_bundles",
+        json!({"dump_dir": d, "program": PROG, "grep": "("}),
+    );
+    assert_eq!(e.kind, ErrorKind::InvalidValue);
+    let e = err(
+        "get_llo_bundles",
+        json!({"dump_dir": d, "program": "matmul"}),
+    );
+    assert_eq!(e.kind, ErrorKind::InvalidValue);
+    assert!(
+        e.message.contains("matmul_optimized.1"),
+        "close matches listed: {}",
+        e.message
+    );
+    let e = err(
+        "get_llo_static_utilization",
+        json!({"dump_dir": d, "program": PROG, "hot_ranges": -1}),
+    );
+    assert_eq!(e.kind, ErrorKind::InvalidValue);
+}
