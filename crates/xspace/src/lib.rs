@@ -1,1 +1,1238 @@
-//! (being written)
+//! The hot-path XSpace reader: a lazy, zero-copy protobuf decoder for XProf captures
+//! (`*.xplane.pb`, package `tensorflow.profiler`).
+//!
+//! [`XSpace::open`] maps the file (or reads it, for small files) and does **one validating pass**
+//! in parallel (planes, then the lines of each plane, on rayon): every field's wire type, every
+//! length, every varint and every UTF-8 string is checked, but nothing below a line is stored.
+//! Events are decoded again each time [`Line::events`] is iterated and stats only when asked
+//! for — which is why, after `open` succeeded, no accessor can fail.
+//!
+//! Semantics are protobuf's (prost is the reference and a test compares both on every capture
+//! of the corpus): unknown fields are skipped, the last value of a scalar wins, repeated fields
+//! append — so a concatenation of two XSpaces is read as their merge — and map entries with the
+//! same key keep the last. Offsets are `usize` (64-bit), so files over 4 GiB work.
+//!
+//! Malformed input is an [`XSpaceError::Malformed`] naming the file, the byte offset and the
+//! place in the message tree. One exception keeps a capture usable: a plane whose *own* content
+//! is corrupt (while its length framing is intact) is dropped with a [`XSpace::diagnostics`]
+//! entry and [`XSpace::is_complete`] returns false ([`ReadOptions::strict`] makes it an error
+//! instead). Other oddities — events pointing at metadata the plane lacks, map keys that
+//! disagree with the metadata's own id, absolute-epoch timestamps — are diagnostics too.
+//!
+//! Metadata tables accept sparse 64-bit ids (real captures key `/host:metadata` by program
+//! fingerprints): a dense vector when ids are small, a hash map otherwise.
+//!
+//! Stats are resolved **by name** through the plane's stat metadata (ids differ per plane).
+//! [`Event::stat`] looks only at the event's own stats, [`Event::metadata_stat`] only at its
+//! metadata's, [`Event::stat_or_metadata`] tries both in that order — XProf's converters pick
+//! one explicitly per stat, and so should callers.
+//!
+//! ```no_run
+//! use std::collections::HashMap;
+//! use xprof_xspace::XSpace;
+//!
+//! let space = XSpace::open("host0.xplane.pb")?;
+//! for plane in space.planes().filter(|p| p.name().starts_with("/device:TPU:")) {
+//!     let Some(ops) = plane.line_by_name("XLA Ops") else { continue };
+//!     // Per HLO category: (occurrences, device time in ps).
+//!     let mut per_category: HashMap<&str, (u64, i64)> = HashMap::new();
+//!     for ev in ops.events() {
+//!         let (_, dur) = ev.device_timespan(); // TPU ops use the device clock
+//!         // `hlo_category` is a metadata stat, not an event stat.
+//!         let cat = ev.metadata_stat("hlo_category").and_then(|s| s.str()).unwrap_or("");
+//!         let e = per_category.entry(cat).or_default();
+//!         e.0 += 1;
+//!         e.1 += dur;
+//!     }
+//!     println!("{}: {per_category:?}", plane.name());
+//! }
+//! # Ok::<(), xprof_xspace::XSpaceError>(())
+//! ```
+
+mod error;
+pub mod hlo;
+pub mod names;
+mod nesting;
+mod table;
+pub mod wire;
+
+pub use error::XSpaceError;
+pub use nesting::{NestedEvent, self_times};
+
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::path::Path;
+use table::IdIndex;
+use wire::{Field, Fields, WireError, WireResult};
+
+/// Files at least this large are memory-mapped; smaller ones are read (a map costs more than a
+/// read for tiny files, and an empty file cannot be mapped).
+const MMAP_THRESHOLD: u64 = 256 * 1024;
+
+/// A byte range `[start, end)` of the file.
+type Span = (usize, usize);
+
+enum Backing {
+    Mmap(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for Backing {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Backing::Mmap(m) => m,
+            Backing::Owned(v) => v,
+        }
+    }
+}
+
+/// How to read a capture.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReadOptions {
+    /// Fail on a corrupt plane instead of dropping it with a diagnostic.
+    pub strict: bool,
+    /// Never memory-map (read the whole file instead). Mapping is the default for files of
+    /// 256 KiB and more; a mapped file must not be truncated by another process while read.
+    pub no_mmap: bool,
+}
+
+/// One XSpace file (one host's capture), validated and indexed.
+pub struct XSpace {
+    buf: Backing,
+    source: String,
+    planes: Vec<PlaneData>,
+    errors: Vec<Span>,
+    warnings: Vec<Span>,
+    hostnames: Vec<Span>,
+    diagnostics: Vec<String>,
+    skipped_planes: usize,
+}
+
+impl std::fmt::Debug for XSpace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XSpace")
+            .field("source", &self.source)
+            .field("bytes", &self.buf.len())
+            .field("planes", &self.planes.len())
+            .finish()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parsed (index) data, owned by XSpace; the public views below borrow it.
+
+struct PlaneData {
+    index: usize,
+    id: i64,
+    name: Span,
+    lines: Vec<LineData>,
+    stats: Vec<Span>,
+    event_metadata: Vec<MetaData>,
+    event_index: IdIndex,
+    stat_metadata: Vec<StatMetaData>,
+    stat_index: IdIndex,
+    stat_by_name: HashMap<Box<str>, i64>,
+    device_offset_id: Option<i64>,
+    device_duration_id: Option<i64>,
+}
+
+struct LineData {
+    id: i64,
+    display_id: i64,
+    name: Span,
+    display_name: Span,
+    timestamp_ns: i64,
+    duration_ps: i64,
+    msg: Span,
+    num_events: usize,
+}
+
+struct MetaData {
+    key: i64,
+    id: i64,
+    name: Span,
+    display_name: Span,
+    metadata: Span,
+    msg: Span,
+}
+
+struct StatMetaData {
+    key: i64,
+    id: i64,
+    name: Span,
+    description: Span,
+}
+
+const EMPTY: Span = (0, 0);
+
+// ---------------------------------------------------------------------------------------------
+// Parsing
+
+/// A wire error plus where in the tree it happened.
+struct Located {
+    err: WireError,
+    context: String,
+}
+
+trait Ctx<T> {
+    fn ctx(self, f: impl FnOnce() -> String) -> Result<T, Located>;
+}
+
+impl<T> Ctx<T> for WireResult<T> {
+    fn ctx(self, f: impl FnOnce() -> String) -> Result<T, Located> {
+        self.map_err(|err| Located { err, context: f() })
+    }
+}
+
+#[inline]
+fn i(v: u64) -> i64 {
+    v as i64
+}
+
+/// Validate one XStat message (every oneof member's wire type, strings' UTF-8).
+#[inline]
+fn validate_stat(buf: &[u8], s: usize, e: usize) -> WireResult<()> {
+    for f in Fields::new(buf, s, e) {
+        let f = f?;
+        match f.number {
+            1 => drop(f.varint("metadata_id")?),
+            2 => drop(f.fixed64("double_value")?),
+            3 => drop(f.varint("uint64_value")?),
+            4 => drop(f.varint("int64_value")?),
+            5 => drop(f.string(buf, "str_value")?),
+            6 => drop(f.len("bytes_value")?),
+            7 => drop(f.varint("ref_value")?),
+            8 => drop(f.len("compressed_str_value")?),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Validate one XEvent; returns its metadata id.
+#[inline]
+fn validate_event(buf: &[u8], s: usize, e: usize, stat_n: &mut usize) -> WireResult<i64> {
+    let mut metadata_id = 0;
+    for f in Fields::new(buf, s, e) {
+        let f = f?;
+        match f.number {
+            1 => metadata_id = i(f.varint("metadata_id")?),
+            2 => drop(f.varint("offset_ps")?),
+            3 => drop(f.varint("duration_ps")?),
+            5 => drop(f.varint("num_occurrences")?),
+            4 => {
+                let (ss, se) = f.len("stats")?;
+                validate_stat(buf, ss, se)?;
+                *stat_n += 1;
+            }
+            _ => {}
+        }
+    }
+    Ok(metadata_id)
+}
+
+fn parse_line(
+    buf: &[u8],
+    (s, e): Span,
+    plane_ctx: &str,
+    li: usize,
+    meta: &IdIndex,
+) -> Result<(LineData, usize), Located> {
+    let mut l = LineData {
+        id: 0,
+        display_id: 0,
+        name: EMPTY,
+        display_name: EMPTY,
+        timestamp_ns: 0,
+        duration_ps: 0,
+        msg: (s, e),
+        num_events: 0,
+    };
+    let mut missing_meta = 0usize;
+    for f in Fields::new(buf, s, e) {
+        let f = f.ctx(|| format!("{plane_ctx}.lines[{li}]"))?;
+        let r: WireResult<()> = (|| {
+            match f.number {
+                1 => l.id = i(f.varint("id")?),
+                10 => l.display_id = i(f.varint("display_id")?),
+                2 => l.name = f.string(buf, "name")?,
+                11 => l.display_name = f.string(buf, "display_name")?,
+                3 => l.timestamp_ns = i(f.varint("timestamp_ns")?),
+                9 => l.duration_ps = i(f.varint("duration_ps")?),
+                4 => {}
+                _ => {}
+            }
+            Ok(())
+        })();
+        r.ctx(|| format!("{plane_ctx}.lines[{li}]"))?;
+        if f.number == 4 {
+            let (es, ee) = f.len("events").ctx(|| format!("{plane_ctx}.lines[{li}]"))?;
+            let mut stat_n = 0;
+            let mid = validate_event(buf, es, ee, &mut stat_n)
+                .ctx(|| format!("{plane_ctx}.lines[{li}].events[{}]", l.num_events))?;
+            if meta.get(mid).is_none() {
+                missing_meta += 1;
+            }
+            l.num_events += 1;
+        }
+    }
+    Ok((l, missing_meta))
+}
+
+fn parse_stat_metadata(buf: &[u8], (s, e): Span) -> WireResult<StatMetaData> {
+    let mut key = 0;
+    let mut m = StatMetaData {
+        key: 0,
+        id: 0,
+        name: EMPTY,
+        description: EMPTY,
+    };
+    for f in Fields::new(buf, s, e) {
+        let f = f?;
+        match f.number {
+            1 => key = i(f.varint("key")?),
+            2 => {
+                let (vs, ve) = f.len("value")?;
+                // A repeated occurrence of the value merges into the previous one.
+                for g in Fields::new(buf, vs, ve) {
+                    let g = g?;
+                    match g.number {
+                        1 => m.id = i(g.varint("id")?),
+                        2 => m.name = g.string(buf, "name")?,
+                        3 => m.description = g.string(buf, "description")?,
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    m.key = key;
+    Ok(m)
+}
+
+fn parse_event_metadata(buf: &[u8], (s, e): Span) -> WireResult<MetaData> {
+    let mut m = MetaData {
+        key: 0,
+        id: 0,
+        name: EMPTY,
+        display_name: EMPTY,
+        metadata: EMPTY,
+        msg: EMPTY,
+    };
+    for f in Fields::new(buf, s, e) {
+        let f = f?;
+        match f.number {
+            1 => m.key = i(f.varint("key")?),
+            2 => {
+                let (vs, ve) = f.len("value")?;
+                m.msg = (vs, ve);
+                for g in Fields::new(buf, vs, ve) {
+                    let g = g?;
+                    match g.number {
+                        1 => m.id = i(g.varint("id")?),
+                        2 => m.name = g.string(buf, "name")?,
+                        4 => m.display_name = g.string(buf, "display_name")?,
+                        3 => m.metadata = g.len("metadata")?,
+                        5 => {
+                            let (ss, se) = g.len("stats")?;
+                            validate_stat(buf, ss, se)?;
+                        }
+                        6 => wire::for_each_packed_varint(buf, &g, "child_id", |_| {})?,
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(m)
+}
+
+/// Sort by key keeping the *last* of equal keys (protobuf map semantics), then index.
+fn dedupe_by_key<T>(mut v: Vec<T>, key: impl Fn(&T) -> i64) -> (Vec<T>, IdIndex, usize) {
+    let n = v.len();
+    // Stable sort keeps wire order among equal keys; reversing first makes the last one first.
+    v.reverse();
+    v.sort_by_key(|m| key(m));
+    v.dedup_by_key(|m| key(m));
+    let dups = n - v.len();
+    let index = IdIndex::build(v.iter().map(&key));
+    (v, index, dups)
+}
+
+fn parse_plane(
+    buf: &[u8],
+    (s, e): Span,
+    pi: usize,
+    diags: &mut Vec<String>,
+) -> Result<PlaneData, Located> {
+    let ctx = format!("XSpace.planes[{pi}]");
+    let mut id = 0;
+    let mut name = EMPTY;
+    let mut line_spans = Vec::new();
+    let mut em_spans = Vec::new();
+    let mut sm_spans = Vec::new();
+    let mut stats = Vec::new();
+    for f in Fields::new(buf, s, e) {
+        let f = f.ctx(|| ctx.clone())?;
+        let r: WireResult<()> = (|| {
+            match f.number {
+                1 => id = i(f.varint("id")?),
+                2 => name = f.string(buf, "name")?,
+                3 => line_spans.push(f.len("lines")?),
+                4 => em_spans.push(f.len("event_metadata")?),
+                5 => sm_spans.push(f.len("stat_metadata")?),
+                6 => {
+                    let sp = f.len("stats")?;
+                    validate_stat(buf, sp.0, sp.1)?;
+                    stats.push(sp);
+                }
+                _ => {}
+            }
+            Ok(())
+        })();
+        r.ctx(|| ctx.clone())?;
+    }
+    let plane_name = std::str::from_utf8(&buf[name.0..name.1]).unwrap_or("");
+    let named = format!("{ctx} ('{plane_name}')");
+
+    let sms = sm_spans
+        .iter()
+        .enumerate()
+        .map(|(k, sp)| parse_stat_metadata(buf, *sp).ctx(|| format!("{named}.stat_metadata[{k}]")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let ems = em_spans
+        .par_iter()
+        .enumerate()
+        .map(|(k, sp)| {
+            parse_event_metadata(buf, *sp).ctx(|| format!("{named}.event_metadata[{k}]"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let (stat_metadata, stat_index, sdup) = dedupe_by_key(sms, |m| m.key);
+    let (event_metadata, event_index, edup) = dedupe_by_key(ems, |m| m.key);
+    if sdup + edup > 0 {
+        diags.push(format!(
+            "plane '{plane_name}': {} duplicate metadata map keys (the last entry of each was kept)",
+            sdup + edup
+        ));
+    }
+    let em_mismatch = event_metadata.iter().filter(|m| m.key != m.id).count();
+    let sm_mismatch = stat_metadata.iter().filter(|m| m.key != m.id).count();
+    if em_mismatch + sm_mismatch > 0 {
+        diags.push(format!(
+            "plane '{plane_name}': {} metadata entries whose map key differs from their id (looked up by key)",
+            em_mismatch + sm_mismatch
+        ));
+    }
+    let mut stat_by_name: HashMap<Box<str>, i64> = HashMap::with_capacity(stat_metadata.len());
+    let mut dup_names = 0;
+    for m in &stat_metadata {
+        let n = std::str::from_utf8(&buf[m.name.0..m.name.1]).unwrap_or("");
+        // Map order is by key, so the smallest id wins for a duplicated name.
+        if stat_by_name.insert(n.into(), m.key).is_some() {
+            dup_names += 1;
+        }
+    }
+    if dup_names > 0 {
+        // Restore "smallest id wins" (insert overwrote with larger keys).
+        for m in stat_metadata.iter().rev() {
+            let n = std::str::from_utf8(&buf[m.name.0..m.name.1]).unwrap_or("");
+            stat_by_name.insert(n.into(), m.key);
+        }
+        diags.push(format!(
+            "plane '{plane_name}': {dup_names} stat names are defined by more than one stat metadata id (lookups by name use the smallest id)"
+        ));
+    }
+
+    let lines = line_spans
+        .par_iter()
+        .enumerate()
+        .map(|(li, sp)| parse_line(buf, *sp, &named, li, &event_index))
+        .collect::<Result<Vec<_>, _>>()?;
+    let missing: usize = lines.iter().map(|(_, m)| m).sum();
+    if missing > 0 {
+        diags.push(format!(
+            "plane '{plane_name}': {missing} events reference event metadata ids the plane does not define (their name is empty)"
+        ));
+    }
+    let overflow = lines
+        .iter()
+        .filter(|(l, _)| l.timestamp_ns.checked_mul(1000).is_none())
+        .count();
+    if overflow > 0 {
+        diags.push(format!(
+            "plane '{plane_name}': {overflow} lines have timestamps too large for picoseconds in 64 bits (absolute epoch?); event start times saturate"
+        ));
+    }
+    let device_offset_id = stat_by_name.get(names::stat::DEVICE_OFFSET_PS).copied();
+    let device_duration_id = stat_by_name.get(names::stat::DEVICE_DURATION_PS).copied();
+    Ok(PlaneData {
+        index: pi,
+        id,
+        name,
+        lines: lines.into_iter().map(|(l, _)| l).collect(),
+        stats,
+        event_metadata,
+        event_index,
+        stat_metadata,
+        stat_index,
+        stat_by_name,
+        device_offset_id,
+        device_duration_id,
+    })
+}
+
+impl XSpace {
+    /// Open and validate a capture file (memory-mapped when large).
+    pub fn open(path: impl AsRef<Path>) -> Result<XSpace, XSpaceError> {
+        Self::open_with(path, ReadOptions::default())
+    }
+
+    /// [`XSpace::open`] with options.
+    pub fn open_with(path: impl AsRef<Path>, opts: ReadOptions) -> Result<XSpace, XSpaceError> {
+        let path = path.as_ref();
+        let io = |source| XSpaceError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = std::fs::File::open(path).map_err(io)?;
+        let meta = file.metadata().map_err(io)?;
+        if meta.is_dir() {
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::IsADirectory,
+                "is a directory, not an .xplane.pb file",
+            )));
+        }
+        let buf = if !opts.no_mmap && meta.len() >= MMAP_THRESHOLD {
+            // SAFETY: the map is read-only and private to this process; captures are not
+            // rewritten in place by the profiler (it writes a new file), and the documented
+            // contract of `open` is that the file is not truncated while it is being read.
+            match unsafe { memmap2::Mmap::map(&file) } {
+                Ok(m) => Backing::Mmap(m),
+                Err(_) => Backing::Owned(std::fs::read(path).map_err(io)?),
+            }
+        } else {
+            Backing::Owned(std::fs::read(path).map_err(io)?)
+        };
+        Self::parse(buf, path.display().to_string(), opts)
+    }
+
+    /// Validate and index an in-memory capture.
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<XSpace, XSpaceError> {
+        Self::from_bytes_named(bytes, "<bytes>", ReadOptions::default())
+    }
+
+    /// [`XSpace::from_bytes`] with a name for messages (e.g. the file it came from) and options.
+    pub fn from_bytes_named(
+        bytes: Vec<u8>,
+        name: &str,
+        opts: ReadOptions,
+    ) -> Result<XSpace, XSpaceError> {
+        Self::parse(Backing::Owned(bytes), name.to_string(), opts)
+    }
+
+    fn parse(buf: Backing, source: String, opts: ReadOptions) -> Result<XSpace, XSpaceError> {
+        let malformed = |l: Located| XSpaceError::Malformed {
+            source_name: source.clone(),
+            offset: l.err.offset,
+            context: l.context,
+            detail: l.err.kind.to_string(),
+        };
+        let b: &[u8] = &buf;
+        let mut plane_spans = Vec::new();
+        let (mut errors, mut warnings, mut hostnames) = (Vec::new(), Vec::new(), Vec::new());
+        for f in Fields::new(b, 0, b.len()) {
+            let f: Field = f.ctx(|| "XSpace".into()).map_err(malformed)?;
+            let r: WireResult<()> = (|| {
+                match f.number {
+                    1 => plane_spans.push(f.len("planes")?),
+                    2 => errors.push(f.string(b, "errors")?),
+                    3 => warnings.push(f.string(b, "warnings")?),
+                    4 => hostnames.push(f.string(b, "hostnames")?),
+                    _ => {}
+                }
+                Ok(())
+            })();
+            r.ctx(|| "XSpace".into()).map_err(malformed)?;
+        }
+        let results: Vec<(Result<PlaneData, Located>, Vec<String>)> = plane_spans
+            .par_iter()
+            .enumerate()
+            .map(|(pi, sp)| {
+                let mut d = Vec::new();
+                (parse_plane(b, *sp, pi, &mut d), d)
+            })
+            .collect();
+        let mut planes = Vec::with_capacity(results.len());
+        let mut diagnostics = Vec::new();
+        if b.is_empty() {
+            diagnostics.push("the file is empty: an XSpace with no planes".to_string());
+        }
+        let mut skipped = 0;
+        for (r, d) in results {
+            diagnostics.extend(d);
+            match r {
+                Ok(p) => planes.push(p),
+                Err(l) if !opts.strict => {
+                    skipped += 1;
+                    diagnostics.push(format!(
+                        "{} skipped: malformed at byte {}: {} (the rest of the file was read)",
+                        l.context, l.err.offset, l.err.kind
+                    ));
+                }
+                Err(l) => return Err(malformed(l)),
+            }
+        }
+        Ok(XSpace {
+            buf,
+            source,
+            planes,
+            errors,
+            warnings,
+            hostnames,
+            diagnostics,
+            skipped_planes: skipped,
+        })
+    }
+
+    fn str_at(&self, (s, e): Span) -> &str {
+        std::str::from_utf8(&self.buf[s..e]).unwrap_or("")
+    }
+
+    /// The file path (or the name given to [`XSpace::from_bytes_named`]).
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The raw bytes of the capture.
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// The planes, in file order.
+    pub fn planes(&self) -> impl ExactSizeIterator<Item = Plane<'_>> + Clone {
+        self.planes.iter().map(move |d| Plane { space: self, d })
+    }
+
+    /// The first plane with exactly this name.
+    pub fn plane(&self, name: &str) -> Option<Plane<'_>> {
+        self.planes().find(|p| p.name() == name)
+    }
+
+    /// `XSpace.hostnames`, in file order.
+    pub fn hostnames(&self) -> Vec<&str> {
+        self.hostnames.iter().map(|s| self.str_at(*s)).collect()
+    }
+
+    /// The host this capture is from: the first hostname, else `"localhost"` (XProf's rule).
+    pub fn hostname(&self) -> &str {
+        self.hostnames
+            .first()
+            .map(|s| self.str_at(*s))
+            .unwrap_or("localhost")
+    }
+
+    /// `XSpace.errors`: errors the *profiler* recorded while capturing (not reader errors).
+    pub fn errors(&self) -> Vec<&str> {
+        self.errors.iter().map(|s| self.str_at(*s)).collect()
+    }
+
+    /// `XSpace.warnings`: warnings the profiler recorded while capturing.
+    pub fn warnings(&self) -> Vec<&str> {
+        self.warnings.iter().map(|s| self.str_at(*s)).collect()
+    }
+
+    /// What the *reader* found odd (dropped planes, dangling metadata ids, duplicate keys …).
+    /// Tools surface these in their `capture.warnings`.
+    pub fn diagnostics(&self) -> &[String] {
+        &self.diagnostics
+    }
+
+    /// False when a corrupt plane was dropped (see [`XSpace::diagnostics`]).
+    pub fn is_complete(&self) -> bool {
+        self.skipped_planes == 0
+    }
+
+    /// Total events over all planes and lines.
+    pub fn num_events(&self) -> usize {
+        self.planes
+            .iter()
+            .flat_map(|p| &p.lines)
+            .map(|l| l.num_events)
+            .sum()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Views
+
+/// A plane (`/device:TPU:0`, `/host:CPU`, `/host:metadata`, …).
+#[derive(Clone, Copy)]
+pub struct Plane<'a> {
+    space: &'a XSpace,
+    d: &'a PlaneData,
+}
+
+impl std::fmt::Debug for Plane<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plane")
+            .field("id", &self.id())
+            .field("name", &self.name())
+            .field("lines", &self.d.lines.len())
+            .finish()
+    }
+}
+
+impl<'a> Plane<'a> {
+    fn s(&self, sp: Span) -> &'a str {
+        self.space.str_at(sp)
+    }
+    fn b(&self, (s, e): Span) -> &'a [u8] {
+        &self.space.buf[s..e]
+    }
+    /// The space this plane belongs to.
+    pub fn space(&self) -> &'a XSpace {
+        self.space
+    }
+    /// Position among the file's planes, counting dropped ones.
+    pub fn index(&self) -> usize {
+        self.d.index
+    }
+    /// `XPlane.id`.
+    pub fn id(&self) -> i64 {
+        self.d.id
+    }
+    /// `XPlane.name`.
+    pub fn name(&self) -> &'a str {
+        self.s(self.d.name)
+    }
+    /// The lines, in file order.
+    pub fn lines(&self) -> impl ExactSizeIterator<Item = Line<'a>> + Clone + 'a {
+        let p = *self;
+        self.d.lines.iter().map(move |d| Line { plane: p, d })
+    }
+    /// The first line with exactly this name.
+    pub fn line_by_name(&self, name: &str) -> Option<Line<'a>> {
+        self.lines().find(|l| l.name() == name)
+    }
+    /// Total events over the plane's lines.
+    pub fn num_events(&self) -> usize {
+        self.d.lines.iter().map(|l| l.num_events).sum()
+    }
+    /// Plane-level stats (device capabilities, versions …).
+    pub fn stats(&self) -> impl Iterator<Item = Stat<'a>> + 'a {
+        let p = *self;
+        self.d.stats.iter().map(move |sp| decode_stat(p, *sp))
+    }
+    /// The plane stat named `name`.
+    pub fn stat(&self, name: &str) -> Option<Stat<'a>> {
+        let id = self.stat_id(name)?;
+        self.stats().find(|s| s.metadata_id == id)
+    }
+    /// The event metadata keyed `id`.
+    pub fn event_metadata(&self, id: i64) -> Option<EventMetadata<'a>> {
+        self.d.event_index.get(id).map(|k| EventMetadata {
+            plane: *self,
+            d: &self.d.event_metadata[k],
+        })
+    }
+    /// All event metadata, by ascending key.
+    pub fn event_metadata_iter(&self) -> impl ExactSizeIterator<Item = EventMetadata<'a>> + 'a {
+        let p = *self;
+        self.d
+            .event_metadata
+            .iter()
+            .map(move |d| EventMetadata { plane: p, d })
+    }
+    /// The stat metadata keyed `id`.
+    pub fn stat_metadata(&self, id: i64) -> Option<StatMetadata<'a>> {
+        self.d.stat_index.get(id).map(|k| StatMetadata {
+            plane: *self,
+            d: &self.d.stat_metadata[k],
+        })
+    }
+    /// All stat metadata, by ascending key.
+    pub fn stat_metadata_iter(&self) -> impl ExactSizeIterator<Item = StatMetadata<'a>> + 'a {
+        let p = *self;
+        self.d
+            .stat_metadata
+            .iter()
+            .map(move |d| StatMetadata { plane: p, d })
+    }
+    /// The name of stat metadata `id`.
+    pub fn stat_name(&self, id: i64) -> Option<&'a str> {
+        self.stat_metadata(id).map(|m| m.name())
+    }
+    /// The stat metadata id this plane uses for `name` (ids differ per plane: resolve once,
+    /// then use [`Event::stat_by_id`] in loops).
+    pub fn stat_id(&self, name: &str) -> Option<i64> {
+        self.d.stat_by_name.get(name).copied()
+    }
+}
+
+/// A timeline of a plane (`XLA Ops`, `Steps`, a host thread …).
+#[derive(Clone, Copy)]
+pub struct Line<'a> {
+    plane: Plane<'a>,
+    d: &'a LineData,
+}
+
+impl std::fmt::Debug for Line<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Line")
+            .field("id", &self.id())
+            .field("name", &self.name())
+            .field("events", &self.num_events())
+            .finish()
+    }
+}
+
+impl<'a> Line<'a> {
+    /// The plane this line belongs to.
+    pub fn plane(&self) -> Plane<'a> {
+        self.plane
+    }
+    /// `XLine.id` (thread id on hosts; `i64::MAX` for `_counters_`).
+    pub fn id(&self) -> i64 {
+        self.d.id
+    }
+    /// `XLine.display_id`.
+    pub fn display_id(&self) -> i64 {
+        self.d.display_id
+    }
+    /// `XLine.name`.
+    pub fn name(&self) -> &'a str {
+        self.plane.s(self.d.name)
+    }
+    /// `XLine.display_name` (may be empty).
+    pub fn display_name(&self) -> &'a str {
+        self.plane.s(self.d.display_name)
+    }
+    /// `XLine.timestamp_ns`: the line's start; event offsets are relative to it.
+    pub fn timestamp_ns(&self) -> i64 {
+        self.d.timestamp_ns
+    }
+    /// `XLine.duration_ps` (often 0).
+    pub fn duration_ps(&self) -> i64 {
+        self.d.duration_ps
+    }
+    /// Number of events on the line.
+    pub fn num_events(&self) -> usize {
+        self.d.num_events
+    }
+    /// The events, decoded lazily in file order (stats are decoded only when asked for).
+    pub fn events(&self) -> Events<'a> {
+        Events {
+            line: *self,
+            fields: Fields::new(&self.plane.space.buf, self.d.msg.0, self.d.msg.1),
+            remaining: self.d.num_events,
+        }
+    }
+}
+
+/// Iterator over a line's events.
+pub struct Events<'a> {
+    line: Line<'a>,
+    fields: Fields<'a>,
+    remaining: usize,
+}
+
+impl<'a> Iterator for Events<'a> {
+    type Item = Event<'a>;
+    #[inline]
+    fn next(&mut self) -> Option<Event<'a>> {
+        // Validated at open, so the fields cannot fail; `flatten` only satisfies the types.
+        for f in self.fields.by_ref().flatten() {
+            if f.number == 4
+                && let wire::Value::Len(s, e) = f.value
+            {
+                self.remaining = self.remaining.saturating_sub(1);
+                return Some(decode_event(self.line, s, e));
+            }
+        }
+        None
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.remaining, Some(self.remaining))
+    }
+}
+
+impl ExactSizeIterator for Events<'_> {}
+
+/// What `XEvent.data` holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventData {
+    /// Neither member set (reads as offset 0).
+    None,
+    /// A timed event: start offset from the line's timestamp, ps.
+    OffsetPs(i64),
+    /// An aggregated event: how many times it occurred.
+    NumOccurrences(i64),
+}
+
+#[inline]
+fn decode_event<'a>(line: Line<'a>, s: usize, e: usize) -> Event<'a> {
+    let buf: &[u8] = &line.plane.space.buf;
+    let mut ev = Event {
+        line,
+        msg: (s, e),
+        metadata_id: 0,
+        data: EventData::None,
+        duration_ps: 0,
+    };
+    for f in Fields::new(buf, s, e).flatten() {
+        if let wire::Value::Varint(v) = f.value {
+            match f.number {
+                1 => ev.metadata_id = i(v),
+                2 => ev.data = EventData::OffsetPs(i(v)),
+                3 => ev.duration_ps = i(v),
+                5 => ev.data = EventData::NumOccurrences(i(v)),
+                _ => {}
+            }
+        }
+    }
+    ev
+}
+
+/// One event of a line. Cheap to copy; its stats are decoded on demand.
+#[derive(Clone, Copy)]
+pub struct Event<'a> {
+    line: Line<'a>,
+    msg: Span,
+    metadata_id: i64,
+    data: EventData,
+    duration_ps: i64,
+}
+
+impl std::fmt::Debug for Event<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Event")
+            .field("name", &self.name())
+            .field("metadata_id", &self.metadata_id)
+            .field("data", &self.data)
+            .field("duration_ps", &self.duration_ps)
+            .finish()
+    }
+}
+
+impl<'a> Event<'a> {
+    /// The line the event is on.
+    pub fn line(&self) -> Line<'a> {
+        self.line
+    }
+    /// The plane the event is on.
+    pub fn plane(&self) -> Plane<'a> {
+        self.line.plane
+    }
+    /// `XEvent.metadata_id`.
+    pub fn metadata_id(&self) -> i64 {
+        self.metadata_id
+    }
+    /// The `data` oneof as decoded.
+    pub fn data(&self) -> EventData {
+        self.data
+    }
+    /// `XEvent.offset_ps` (0 for aggregated events, as in protobuf).
+    pub fn offset_ps(&self) -> i64 {
+        match self.data {
+            EventData::OffsetPs(o) => o,
+            _ => 0,
+        }
+    }
+    /// `XEvent.num_occurrences` (0 for timed events).
+    pub fn num_occurrences(&self) -> i64 {
+        match self.data {
+            EventData::NumOccurrences(n) => n,
+            _ => 0,
+        }
+    }
+    /// `XEvent.duration_ps`.
+    pub fn duration_ps(&self) -> i64 {
+        self.duration_ps
+    }
+    /// Absolute start in ps: `line.timestamp_ns × 1000 + offset_ps` (saturating; see
+    /// [`XSpace::diagnostics`] for captures whose timestamps do not fit).
+    pub fn start_ps(&self) -> i64 {
+        self.line
+            .d
+            .timestamp_ns
+            .saturating_mul(1000)
+            .saturating_add(self.offset_ps())
+    }
+    /// `start_ps + duration_ps`.
+    pub fn end_ps(&self) -> i64 {
+        self.start_ps().saturating_add(self.duration_ps)
+    }
+    /// `(start_ps, duration_ps)`.
+    pub fn timespan(&self) -> (i64, i64) {
+        (self.start_ps(), self.duration_ps)
+    }
+    /// XProf's `GetDeviceEventTimespan`: `(device_offset_ps, device_duration_ps)` when the
+    /// event carries both stats (TPU hardware clock), else [`Event::timespan`].
+    pub fn device_timespan(&self) -> (i64, i64) {
+        let d = self.line.plane.d;
+        if let (Some(oid), Some(did)) = (d.device_offset_id, d.device_duration_id) {
+            let (mut off, mut dur) = (None, None);
+            for s in self.stats() {
+                if s.metadata_id == oid {
+                    off = s.int();
+                } else if s.metadata_id == did {
+                    dur = s.int();
+                }
+            }
+            if let (Some(o), Some(du)) = (off, dur) {
+                return (o, du);
+            }
+        }
+        self.timespan()
+    }
+    /// The event's metadata, if the plane defines it.
+    pub fn metadata(&self) -> Option<EventMetadata<'a>> {
+        self.line.plane.event_metadata(self.metadata_id)
+    }
+    /// The metadata's name ("" when missing). On TPU `XLA Ops` this is the full HLO text.
+    pub fn name(&self) -> &'a str {
+        self.metadata().map_or("", |m| m.name())
+    }
+    /// The metadata's display name, else its name (XProf's `DisplayName` fallback).
+    pub fn display_name(&self) -> &'a str {
+        self.metadata().map_or("", |m| {
+            let d = m.display_name();
+            if d.is_empty() { m.name() } else { d }
+        })
+    }
+    /// The event's own stats, in file order.
+    pub fn stats(&self) -> impl Iterator<Item = Stat<'a>> + 'a {
+        stats_in(self.line.plane, self.msg, 4)
+    }
+    /// The event's own stat with metadata id `id` (the last one if repeated).
+    pub fn stat_by_id(&self, id: i64) -> Option<Stat<'a>> {
+        self.stats().filter(|s| s.metadata_id == id).last()
+    }
+    /// The event's own stat named `name` (not its metadata's).
+    pub fn stat(&self, name: &str) -> Option<Stat<'a>> {
+        self.stat_by_id(self.line.plane.stat_id(name)?)
+    }
+    /// The stat named `name` of the event's metadata (not the event's own).
+    pub fn metadata_stat(&self, name: &str) -> Option<Stat<'a>> {
+        self.metadata()?.stat(name)
+    }
+    /// The event's own stat, else its metadata's ("event→metadata" in the spec).
+    pub fn stat_or_metadata(&self, name: &str) -> Option<Stat<'a>> {
+        self.stat(name).or_else(|| self.metadata_stat(name))
+    }
+}
+
+/// `XEventMetadata`: what events with this id share (name, constant stats, children).
+#[derive(Clone, Copy)]
+pub struct EventMetadata<'a> {
+    plane: Plane<'a>,
+    d: &'a MetaData,
+}
+
+impl std::fmt::Debug for EventMetadata<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventMetadata")
+            .field("id", &self.id())
+            .field("name", &self.name())
+            .finish()
+    }
+}
+
+impl<'a> EventMetadata<'a> {
+    /// The map key (what events' `metadata_id` refers to).
+    pub fn key(&self) -> i64 {
+        self.d.key
+    }
+    /// `XEventMetadata.id` (normally equal to the key).
+    pub fn id(&self) -> i64 {
+        self.d.id
+    }
+    /// `XEventMetadata.name`.
+    pub fn name(&self) -> &'a str {
+        self.plane.s(self.d.name)
+    }
+    /// `XEventMetadata.display_name`.
+    pub fn display_name(&self) -> &'a str {
+        self.plane.s(self.d.display_name)
+    }
+    /// `XEventMetadata.metadata` (serialized extra data, rarely set).
+    pub fn metadata_bytes(&self) -> &'a [u8] {
+        self.plane.b(self.d.metadata)
+    }
+    /// The metadata's stats, in file order.
+    pub fn stats(&self) -> impl Iterator<Item = Stat<'a>> + 'a {
+        stats_in(self.plane, self.d.msg, 5)
+    }
+    /// The metadata stat named `name` (the last one if repeated).
+    pub fn stat(&self, name: &str) -> Option<Stat<'a>> {
+        let id = self.plane.stat_id(name)?;
+        self.stats().filter(|s| s.metadata_id == id).last()
+    }
+    /// `XEventMetadata.child_id`.
+    pub fn child_ids(&self) -> Vec<i64> {
+        let buf: &[u8] = &self.plane.space.buf;
+        let mut v = Vec::new();
+        for f in Fields::new(buf, self.d.msg.0, self.d.msg.1).flatten() {
+            if f.number == 6 {
+                let _ = wire::for_each_packed_varint(buf, &f, "child_id", |x| v.push(i(x)));
+            }
+        }
+        v
+    }
+}
+
+/// `XStatMetadata`: a stat's name on this plane.
+#[derive(Clone, Copy)]
+pub struct StatMetadata<'a> {
+    plane: Plane<'a>,
+    d: &'a StatMetaData,
+}
+
+impl<'a> StatMetadata<'a> {
+    /// The map key (what stats' `metadata_id` refers to).
+    pub fn key(&self) -> i64 {
+        self.d.key
+    }
+    /// `XStatMetadata.id`.
+    pub fn id(&self) -> i64 {
+        self.d.id
+    }
+    /// `XStatMetadata.name`.
+    pub fn name(&self) -> &'a str {
+        self.plane.s(self.d.name)
+    }
+    /// `XStatMetadata.description`.
+    pub fn description(&self) -> &'a str {
+        self.plane.s(self.d.description)
+    }
+}
+
+/// The `XStat.value` oneof, borrowed from the file.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum StatValue<'a> {
+    /// No member set.
+    None,
+    Double(f64),
+    Uint(u64),
+    Int(i64),
+    Str(&'a str),
+    Bytes(&'a [u8]),
+    /// A string stored as a stat metadata's name; [`Stat::str`] resolves it.
+    Ref(u64),
+    /// Gzip-compressed string (`compressed_str_value`), returned undecompressed.
+    CompressedStr(&'a [u8]),
+}
+
+/// A stat with its plane, so names and `ref_value`s resolve.
+#[derive(Clone, Copy)]
+pub struct Stat<'a> {
+    plane: Plane<'a>,
+    /// `XStat.metadata_id`.
+    pub metadata_id: i64,
+    /// The value as stored.
+    pub value: StatValue<'a>,
+}
+
+impl std::fmt::Debug for Stat<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stat")
+            .field("name", &self.name())
+            .field("value", &self.value)
+            .finish()
+    }
+}
+
+impl<'a> Stat<'a> {
+    /// The stat's name (through the plane's stat metadata).
+    pub fn name(&self) -> &'a str {
+        self.plane.stat_name(self.metadata_id).unwrap_or("")
+    }
+    /// XProf `IntValue`: int64, or uint64 reinterpreted.
+    pub fn int(&self) -> Option<i64> {
+        match self.value {
+            StatValue::Int(v) => Some(v),
+            StatValue::Uint(v) => Some(v as i64),
+            _ => None,
+        }
+    }
+    /// XProf `IntOrUintValue` as unsigned: uint64, or int64 reinterpreted.
+    pub fn uint(&self) -> Option<u64> {
+        match self.value {
+            StatValue::Uint(v) => Some(v),
+            StatValue::Int(v) => Some(v as u64),
+            _ => None,
+        }
+    }
+    /// XProf `DoubleValue`, accepting integers too.
+    pub fn double(&self) -> Option<f64> {
+        match self.value {
+            StatValue::Double(v) => Some(v),
+            StatValue::Int(v) => Some(v as f64),
+            StatValue::Uint(v) => Some(v as f64),
+            _ => None,
+        }
+    }
+    /// XProf `StrOrRefValue`: the string, or a `ref_value` resolved through stat metadata.
+    pub fn str(&self) -> Option<&'a str> {
+        match self.value {
+            StatValue::Str(s) => Some(s),
+            StatValue::Ref(r) => self.plane.stat_name(r as i64),
+            _ => None,
+        }
+    }
+    /// `bytes_value` (nested protos such as `Hlo Proto`).
+    pub fn bytes(&self) -> Option<&'a [u8]> {
+        match self.value {
+            StatValue::Bytes(b) => Some(b),
+            _ => None,
+        }
+    }
+    /// XProf `BoolValue`: an integer stat ≠ 0.
+    pub fn bool(&self) -> Option<bool> {
+        self.int().map(|v| v != 0)
+    }
+}
+
+fn decode_stat<'a>(plane: Plane<'a>, (s, e): Span) -> Stat<'a> {
+    let buf: &'a [u8] = &plane.space.buf;
+    let mut st = Stat {
+        plane,
+        metadata_id: 0,
+        value: StatValue::None,
+    };
+    for f in Fields::new(buf, s, e).flatten() {
+        use wire::Value as V;
+        match (f.number, f.value) {
+            (1, V::Varint(v)) => st.metadata_id = i(v),
+            (2, V::Fixed64(v)) => st.value = StatValue::Double(f64::from_bits(v)),
+            (3, V::Varint(v)) => st.value = StatValue::Uint(v),
+            (4, V::Varint(v)) => st.value = StatValue::Int(i(v)),
+            (5, V::Len(a, b)) => {
+                st.value = StatValue::Str(std::str::from_utf8(&buf[a..b]).unwrap_or(""))
+            }
+            (6, V::Len(a, b)) => st.value = StatValue::Bytes(&buf[a..b]),
+            (7, V::Varint(v)) => st.value = StatValue::Ref(v),
+            (8, V::Len(a, b)) => st.value = StatValue::CompressedStr(&buf[a..b]),
+            _ => {}
+        }
+    }
+    st
+}
+
+/// The stats (field `number`) of the message at `msg`.
+fn stats_in<'a>(plane: Plane<'a>, msg: Span, number: u32) -> impl Iterator<Item = Stat<'a>> + 'a {
+    let buf: &'a [u8] = &plane.space.buf;
+    Fields::new(buf, msg.0, msg.1)
+        .flatten()
+        .filter_map(move |f: Field| match f.value {
+            wire::Value::Len(s, e) if f.number == number => Some(decode_stat(plane, (s, e))),
+            _ => None,
+        })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,479 @@
+//! The protobuf wire format, decoded by hand over a borrowed buffer.
+//!
+//! Positions are absolute byte offsets into the whole file, so every error can name the byte
+//! where it happened. Semantics follow prost (the reference decoder we are compared against):
+//! varints longer than 10 bytes or overflowing 64 bits are errors, field number 0 is an error,
+//! groups (wire types 3/4) are skipped when they belong to unknown fields, and a length that runs
+//! past the end of its enclosing message is a truncation error.
+
+use std::fmt;
+
+/// Protobuf wire types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WireType {
+    Varint = 0,
+    Fixed64 = 1,
+    Len = 2,
+    StartGroup = 3,
+    EndGroup = 4,
+    Fixed32 = 5,
+}
+
+impl WireType {
+    fn from_u64(v: u64) -> Option<Self> {
+        Some(match v {
+            0 => WireType::Varint,
+            1 => WireType::Fixed64,
+            2 => WireType::Len,
+            3 => WireType::StartGroup,
+            4 => WireType::EndGroup,
+            5 => WireType::Fixed32,
+            _ => return None,
+        })
+    }
+    /// The name protobuf documentation uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            WireType::Varint => "varint",
+            WireType::Fixed64 => "fixed64",
+            WireType::Len => "length-delimited",
+            WireType::StartGroup => "start-group",
+            WireType::EndGroup => "end-group",
+            WireType::Fixed32 => "fixed32",
+        }
+    }
+}
+
+/// What went wrong at the wire level, with the absolute byte offset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WireError {
+    pub offset: u64,
+    pub kind: WireErrorKind,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WireErrorKind {
+    /// The buffer (or the enclosing message) ended inside a value.
+    Truncated,
+    /// A varint of more than 10 bytes, or one that overflows 64 bits.
+    OverlongVarint,
+    InvalidWireType(u64),
+    FieldNumberZero,
+    FieldNumberTooLarge(u64),
+    /// A known field arrived with another wire type than the schema's.
+    UnexpectedWireType {
+        field: u32,
+        name: &'static str,
+        got: WireType,
+        want: WireType,
+    },
+    InvalidUtf8 {
+        field: u32,
+        name: &'static str,
+    },
+    /// An end-group tag without a matching start, or a group that never ends.
+    UnbalancedGroup,
+}
+
+impl fmt::Display for WireErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WireErrorKind::Truncated => write!(
+                f,
+                "truncated: a value runs past the end of its message or of the file"
+            ),
+            WireErrorKind::OverlongVarint => {
+                write!(f, "invalid varint (longer than 10 bytes or over 64 bits)")
+            }
+            WireErrorKind::InvalidWireType(t) => write!(f, "invalid wire type {t}"),
+            WireErrorKind::FieldNumberZero => write!(f, "invalid field number 0"),
+            WireErrorKind::FieldNumberTooLarge(n) => write!(f, "invalid field number {n}"),
+            WireErrorKind::UnexpectedWireType {
+                field,
+                name,
+                got,
+                want,
+            } => write!(
+                f,
+                "field {field} ({name}) has wire type {}, expected {}",
+                got.name(),
+                want.name()
+            ),
+            WireErrorKind::InvalidUtf8 { field, name } => {
+                write!(f, "field {field} ({name}) is a string but not valid UTF-8")
+            }
+            WireErrorKind::UnbalancedGroup => write!(f, "unbalanced group tags"),
+        }
+    }
+}
+
+pub type WireResult<T> = Result<T, WireError>;
+
+#[inline]
+fn err<T>(offset: usize, kind: WireErrorKind) -> WireResult<T> {
+    Err(WireError {
+        offset: offset as u64,
+        kind,
+    })
+}
+
+/// Decode a varint at `*pos` (absolute), not reading at or past `end`.
+#[inline]
+pub fn read_varint(buf: &[u8], pos: &mut usize, end: usize) -> WireResult<u64> {
+    let start = *pos;
+    // Fast path: one byte (most tags, small ids).
+    if start < end {
+        let b = buf[start];
+        if b < 0x80 {
+            *pos = start + 1;
+            return Ok(b as u64);
+        }
+    }
+    let mut result: u64 = 0;
+    let mut i = start;
+    for shift in (0..70).step_by(7) {
+        if i >= end {
+            return err(start, WireErrorKind::Truncated);
+        }
+        let b = buf[i];
+        i += 1;
+        if shift == 63 && b > 1 {
+            return err(start, WireErrorKind::OverlongVarint);
+        }
+        result |= ((b & 0x7f) as u64) << shift;
+        if b < 0x80 {
+            *pos = i;
+            return Ok(result);
+        }
+    }
+    err(start, WireErrorKind::OverlongVarint)
+}
+
+/// One field's value; `Len` carries the absolute `[start, end)` of its payload.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value {
+    Varint(u64),
+    Fixed64(u64),
+    Fixed32(u32),
+    Len(usize, usize),
+    /// A group (of an unknown field), already skipped.
+    Group,
+}
+
+impl Value {
+    pub fn wire_type(&self) -> WireType {
+        match self {
+            Value::Varint(_) => WireType::Varint,
+            Value::Fixed64(_) => WireType::Fixed64,
+            Value::Fixed32(_) => WireType::Fixed32,
+            Value::Len(..) => WireType::Len,
+            Value::Group => WireType::StartGroup,
+        }
+    }
+}
+
+/// A decoded field: number, value and the absolute offset of its tag.
+#[derive(Clone, Copy, Debug)]
+pub struct Field {
+    pub number: u32,
+    pub value: Value,
+    pub offset: usize,
+}
+
+impl Field {
+    #[inline]
+    fn mismatch<T>(&self, name: &'static str, want: WireType) -> WireResult<T> {
+        err(
+            self.offset,
+            WireErrorKind::UnexpectedWireType {
+                field: self.number,
+                name,
+                got: self.value.wire_type(),
+                want,
+            },
+        )
+    }
+    /// The value of a varint field (int64/uint64/bool/enum).
+    #[inline]
+    pub fn varint(&self, name: &'static str) -> WireResult<u64> {
+        match self.value {
+            Value::Varint(v) => Ok(v),
+            _ => self.mismatch(name, WireType::Varint),
+        }
+    }
+    #[inline]
+    pub fn fixed64(&self, name: &'static str) -> WireResult<u64> {
+        match self.value {
+            Value::Fixed64(v) => Ok(v),
+            _ => self.mismatch(name, WireType::Fixed64),
+        }
+    }
+    /// The `[start, end)` of a length-delimited field.
+    #[inline]
+    pub fn len(&self, name: &'static str) -> WireResult<(usize, usize)> {
+        match self.value {
+            Value::Len(s, e) => Ok((s, e)),
+            _ => self.mismatch(name, WireType::Len),
+        }
+    }
+    /// A length-delimited field that must be UTF-8 (proto3 `string`).
+    #[inline]
+    pub fn string(&self, buf: &[u8], name: &'static str) -> WireResult<(usize, usize)> {
+        let (s, e) = self.len(name)?;
+        if std::str::from_utf8(&buf[s..e]).is_err() {
+            return err(
+                s,
+                WireErrorKind::InvalidUtf8 {
+                    field: self.number,
+                    name,
+                },
+            );
+        }
+        Ok((s, e))
+    }
+}
+
+/// Iterator over the fields of the message occupying `buf[pos..end]`.
+pub struct Fields<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    end: usize,
+}
+
+impl<'a> Fields<'a> {
+    /// `end` must be ≤ `buf.len()` (callers pass spans they got from this module).
+    #[inline]
+    pub fn new(buf: &'a [u8], start: usize, end: usize) -> Self {
+        debug_assert!(end <= buf.len());
+        Fields {
+            buf,
+            pos: start,
+            end: end.min(buf.len()),
+        }
+    }
+
+    #[inline]
+    fn next_field(&mut self) -> WireResult<Field> {
+        let offset = self.pos;
+        let key = read_varint(self.buf, &mut self.pos, self.end)?;
+        let number = key >> 3;
+        let wt = WireType::from_u64(key & 7)
+            .map_or_else(|| err(offset, WireErrorKind::InvalidWireType(key & 7)), Ok)?;
+        if number == 0 {
+            return err(offset, WireErrorKind::FieldNumberZero);
+        }
+        if number > (1 << 29) - 1 {
+            return err(offset, WireErrorKind::FieldNumberTooLarge(number));
+        }
+        let number = number as u32;
+        let value = match wt {
+            WireType::Varint => Value::Varint(read_varint(self.buf, &mut self.pos, self.end)?),
+            WireType::Fixed64 => {
+                if self.end - self.pos < 8 {
+                    return err(self.pos, WireErrorKind::Truncated);
+                }
+                let v = u64::from_le_bytes(self.buf[self.pos..self.pos + 8].try_into().unwrap());
+                self.pos += 8;
+                Value::Fixed64(v)
+            }
+            WireType::Fixed32 => {
+                if self.end - self.pos < 4 {
+                    return err(self.pos, WireErrorKind::Truncated);
+                }
+                let v = u32::from_le_bytes(self.buf[self.pos..self.pos + 4].try_into().unwrap());
+                self.pos += 4;
+                Value::Fixed32(v)
+            }
+            WireType::Len => {
+                let len_at = self.pos;
+                let len = read_varint(self.buf, &mut self.pos, self.end)?;
+                if len > (self.end - self.pos) as u64 {
+                    return err(len_at, WireErrorKind::Truncated);
+                }
+                let s = self.pos;
+                self.pos += len as usize;
+                Value::Len(s, self.pos)
+            }
+            WireType::StartGroup => {
+                self.skip_group(number as u64, offset)?;
+                Value::Group
+            }
+            WireType::EndGroup => return err(offset, WireErrorKind::UnbalancedGroup),
+        };
+        Ok(Field {
+            number,
+            value,
+            offset,
+        })
+    }
+
+    /// Skip to the end-group tag matching `number` (groups may nest).
+    fn skip_group(&mut self, number: u64, offset: usize) -> WireResult<()> {
+        let mut depth: Vec<u64> = vec![number];
+        while let Some(&top) = depth.last() {
+            if self.pos >= self.end {
+                return err(offset, WireErrorKind::UnbalancedGroup);
+            }
+            let at = self.pos;
+            let key = read_varint(self.buf, &mut self.pos, self.end)?;
+            let n = key >> 3;
+            match key & 7 {
+                0 => {
+                    read_varint(self.buf, &mut self.pos, self.end)?;
+                }
+                1 | 5 => {
+                    let w = if key & 7 == 1 { 8 } else { 4 };
+                    if self.end - self.pos < w {
+                        return err(self.pos, WireErrorKind::Truncated);
+                    }
+                    self.pos += w;
+                }
+                2 => {
+                    let len_at = self.pos;
+                    let len = read_varint(self.buf, &mut self.pos, self.end)?;
+                    if len > (self.end - self.pos) as u64 {
+                        return err(len_at, WireErrorKind::Truncated);
+                    }
+                    self.pos += len as usize;
+                }
+                3 => depth.push(n),
+                4 => {
+                    if n != top {
+                        return err(at, WireErrorKind::UnbalancedGroup);
+                    }
+                    depth.pop();
+                }
+                t => return err(at, WireErrorKind::InvalidWireType(t)),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Iterator for Fields<'_> {
+    type Item = WireResult<Field>;
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.pos >= self.end {
+            return None;
+        }
+        let r = self.next_field();
+        if r.is_err() {
+            // Stop after the first error: nothing after it can be framed reliably.
+            self.pos = self.end;
+        }
+        Some(r)
+    }
+}
+
+/// Iterate a `repeated int64` field value, packed (`Len`) or not (`Varint`), calling `f`.
+pub fn for_each_packed_varint(
+    buf: &[u8],
+    field: &Field,
+    name: &'static str,
+    mut f: impl FnMut(u64),
+) -> WireResult<()> {
+    match field.value {
+        Value::Varint(v) => {
+            f(v);
+            Ok(())
+        }
+        Value::Len(s, e) => {
+            let mut p = s;
+            while p < e {
+                f(read_varint(buf, &mut p, e)?);
+            }
+            Ok(())
+        }
+        _ => field.mismatch(name, WireType::Varint),
+    }
+}
+
+/// Count tags and varints only: the floor of any decoder (what a single pass over the bytes
+/// costs). Descends into the fields of `XSpace`→`XPlane`→`XLine`→`XEvent`→`XStat` that are
+/// messages, so every byte of the event data is visited once.
+pub fn scan_floor(buf: &[u8]) -> WireResult<u64> {
+    // (message kind) → which field numbers are sub-messages.
+    fn sub(kind: u8, number: u32) -> Option<u8> {
+        match (kind, number) {
+            (0, 1) => Some(1),          // XSpace.planes → XPlane
+            (1, 3) => Some(2),          // XPlane.lines → XLine
+            (1, 6) | (3, 4) => Some(4), // plane stats, event stats → XStat
+            (2, 4) => Some(3),          // XLine.events → XEvent
+            _ => None,
+        }
+    }
+    let mut count = 0u64;
+    let mut stack: Vec<(u8, Fields<'_>)> = vec![(0, Fields::new(buf, 0, buf.len()))];
+    while let Some((kind, fields)) = stack.last_mut() {
+        let kind = *kind;
+        match fields.next() {
+            None => {
+                stack.pop();
+            }
+            Some(r) => {
+                let f = r?;
+                count += 1;
+                if let (Value::Len(s, e), Some(k)) = (f.value, sub(kind, f.number)) {
+                    stack.push((k, Fields::new(buf, s, e)));
+                }
+            }
+        }
+    }
+    Ok(count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints() {
+        let mut p = 0;
+        assert_eq!(read_varint(&[0x96, 0x01], &mut p, 2), Ok(150));
+        assert_eq!(p, 2);
+        let max = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
+        let mut p = 0;
+        assert_eq!(read_varint(&max, &mut p, 10), Ok(u64::MAX));
+        let over = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02];
+        let mut p = 0;
+        assert_eq!(
+            read_varint(&over, &mut p, 10).unwrap_err().kind,
+            WireErrorKind::OverlongVarint
+        );
+        let eleven = [0x80; 11];
+        let mut p = 0;
+        assert!(read_varint(&eleven, &mut p, 11).is_err());
+        let mut p = 0;
+        assert_eq!(
+            read_varint(&[0x80, 0x80], &mut p, 2).unwrap_err().kind,
+            WireErrorKind::Truncated
+        );
+    }
+
+    #[test]
+    fn groups_of_unknown_fields_are_skipped() {
+        // field 9 start-group { field 1 varint 5 } end-group, then field 1 varint 7.
+        let buf = [0x4b, 0x08, 0x05, 0x4c, 0x08, 0x07];
+        let fields: Vec<_> = Fields::new(&buf, 0, buf.len())
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(fields.len(), 2);
+        assert_eq!(fields[0].value, Value::Group);
+        assert_eq!(fields[1].value, Value::Varint(7));
+        // An end-group with no start.
+        let bad = [0x4c];
+        assert_eq!(
+            Fields::new(&bad, 0, 1).next().unwrap().unwrap_err().kind,
+            WireErrorKind::UnbalancedGroup
+        );
+    }
+
+    #[test]
+    fn length_past_end_is_truncation_at_the_length_byte() {
+        let buf = [0x0a, 0x05, b'a'];
+        let e = Fields::new(&buf, 0, buf.len()).next().unwrap().unwrap_err();
+        assert_eq!(e.offset, 1);
+        assert_eq!(e.kind, WireErrorKind::Truncated);
+    }
+}

@@ -1,0 +1,129 @@
+//! Our lazy reader and prost's full decode agree on every capture of the shared corpus and of
+//! the repository's `fixtures/` (when present), and on concatenations of them.
+
+mod common;
+
+use prost::Message;
+use xprof_proto::xplane as pb;
+use xprof_xspace::{ReadOptions, XSpace};
+
+#[test]
+fn both_decoders_agree_on_every_capture() {
+    let Some(corpus) = common::corpus() else {
+        return;
+    };
+    let mut files = common::captures_under(&corpus.join("fixtures"));
+    let shared = files.len();
+    files.extend(common::captures_under(&common::repo_fixtures()));
+    assert!(shared >= 3, "expected the corpus captures, found {shared}");
+    for f in &files {
+        let bytes = std::fs::read(f).unwrap();
+        let theirs = pb::XSpace::decode(bytes.as_slice())
+            .unwrap_or_else(|e| panic!("prost rejects {}: {e}", f.display()));
+        for opts in [
+            ReadOptions::default(),
+            ReadOptions {
+                no_mmap: true,
+                strict: true,
+            },
+        ] {
+            let ours = XSpace::open_with(f, opts)
+                .unwrap_or_else(|e| panic!("we reject {}: {e}", f.display()));
+            assert!(ours.is_complete(), "{}", f.display());
+            let n = common::assert_agree(&ours, &theirs)
+                .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            assert_eq!(n, ours.num_events());
+        }
+    }
+}
+
+#[test]
+fn a_concatenation_of_two_captures_is_their_merge() {
+    let Some(corpus) = common::corpus() else {
+        return;
+    };
+    let files = common::captures_under(&corpus.join("fixtures"));
+    let a = std::fs::read(&files[0]).unwrap();
+    let b = std::fs::read(&files[1]).unwrap();
+    let mut cat = a.clone();
+    cat.extend_from_slice(&b);
+    let theirs = pb::XSpace::decode(cat.as_slice()).unwrap();
+    let ours = XSpace::from_bytes(cat).unwrap();
+    let na = XSpace::from_bytes(a).unwrap().planes().len();
+    let nb = XSpace::from_bytes(b).unwrap().planes().len();
+    assert_eq!(ours.planes().len(), na + nb);
+    common::assert_agree(&ours, &theirs).unwrap();
+}
+
+#[test]
+fn seed_capture_reads_like_xplane_summary() {
+    // Figures printed by the corpus' tools/xplane_summary.py for the seed capture.
+    let Some(corpus) = common::corpus() else {
+        return;
+    };
+    let path = corpus.join("fixtures/seed-v6e/logdir/plugins/profile/testrun/host0.xplane.pb");
+    let space = XSpace::open(&path).unwrap();
+    assert_eq!(space.hostname(), "t1v-n-70cf3ce3-w-0");
+    let tpu = space.plane("/device:TPU:0").unwrap();
+    assert_eq!(tpu.lines().len(), 7);
+    assert_eq!(
+        tpu.stat("peak_teraflops_per_second").unwrap().double(),
+        Some(946.7)
+    );
+    assert_eq!(tpu.stat("has_merged_vmem").unwrap().bool(), Some(true));
+    assert_eq!(tpu.stat("core_details").unwrap().bytes(), Some(&[][..]));
+    let ops = tpu.line_by_name("XLA Ops").unwrap();
+    assert_eq!(ops.num_events(), 3);
+    let ev = ops.events().next().unwrap();
+    assert!(
+        ev.name()
+            .starts_with("%matmul_optimized.1 = f32[2048,2048]")
+    );
+    // Device timespan comes from the hardware-clock stats; the plain one differs by a skew.
+    let (dstart, ddur) = ev.device_timespan();
+    assert_eq!(dstart, ev.stat("device_offset_ps").unwrap().int().unwrap());
+    assert_eq!(ddur, ev.stat("device_duration_ps").unwrap().int().unwrap());
+    assert_ne!(ev.device_timespan(), ev.timespan());
+    // Metadata stats are separate from the event's own.
+    assert!(ev.stat("hlo_category").is_none());
+    assert!(ev.metadata_stat("hlo_category").is_some());
+    let counters = tpu.line_by_name("_counters_").unwrap();
+    assert_eq!(counters.id(), i64::MAX);
+    assert_eq!(counters.num_events(), 1768);
+    let cpu = space.plane("/host:CPU").unwrap();
+    let python = cpu.line_by_name("python").unwrap();
+    assert_eq!(python.id(), -7565713996007134123);
+    assert_eq!(python.num_events(), 46);
+    let env = space.plane("Task Environment").unwrap();
+    assert_eq!(
+        env.stat("profile_start_time").unwrap().int(),
+        Some(1783579579390989132)
+    );
+    let md = space.plane("/host:metadata").unwrap();
+    assert_eq!(md.stat("jax_version").unwrap().str(), Some("0.10.0"));
+    assert_eq!(md.stat("process_id").unwrap().int(), Some(4146827));
+}
+
+#[test]
+fn ref_values_resolve_through_stat_metadata() {
+    let Some(corpus) = common::corpus() else {
+        return;
+    };
+    let mut refs = 0;
+    for f in common::captures_under(&corpus.join("fixtures")) {
+        let space = XSpace::open(&f).unwrap();
+        for p in space.planes() {
+            for l in p.lines() {
+                for e in l.events() {
+                    for s in e.stats() {
+                        if let xprof_xspace::StatValue::Ref(r) = s.value {
+                            assert_eq!(s.str(), p.stat_name(r as i64));
+                            refs += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(refs > 0, "the corpus has ref_value stats");
+}
