@@ -1,0 +1,235 @@
+//! From decoded protobuf (`xprof_proto`) to the engine's [`crate::model`].
+//!
+//! Stats are resolved by **name** through the plane's stat metadata (ids differ per plane and
+//! per capture); `ref_value`s become the referenced name. Only stats the engine uses are kept.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use xprof_proto::xla::HloProto;
+use xprof_proto::xplane::{XPlane, XSpace, XStat, x_event, x_stat};
+
+use crate::model::{
+    Event, EventMetadata, HloInstr, HloModuleInfo, HostSpace, Line, Plane, StatKey, StatValue,
+    Stats,
+};
+
+/// Per-plane resolution of stat ids to keys and of ref values to shared strings.
+struct StatResolver<'a> {
+    plane: &'a XPlane,
+    keys: HashMap<i64, StatKey>,
+    refs: HashMap<u64, Arc<str>>,
+}
+
+impl<'a> StatResolver<'a> {
+    fn new(plane: &'a XPlane) -> Self {
+        let keys = plane
+            .stat_metadata
+            .iter()
+            .filter_map(|(id, m)| StatKey::from_name(&m.name).map(|k| (*id, k)))
+            .collect();
+        StatResolver {
+            plane,
+            keys,
+            refs: HashMap::new(),
+        }
+    }
+
+    fn resolve(&mut self, stats: &[XStat]) -> Stats {
+        let mut out = Stats::default();
+        for s in stats {
+            let Some(&key) = self.keys.get(&s.metadata_id) else {
+                continue;
+            };
+            let Some(v) = &s.value else { continue };
+            let value = match v {
+                x_stat::Value::DoubleValue(d) => StatValue::Double(*d),
+                x_stat::Value::Uint64Value(u) => StatValue::Uint(*u),
+                x_stat::Value::Int64Value(i) => StatValue::Int(*i),
+                x_stat::Value::StrValue(s) => StatValue::Str(Arc::from(s.as_str())),
+                x_stat::Value::BytesValue(b) => StatValue::Bytes(Arc::from(b.as_slice())),
+                x_stat::Value::RefValue(r) => {
+                    let plane = self.plane;
+                    let s = self
+                        .refs
+                        .entry(*r)
+                        .or_insert_with(|| {
+                            Arc::from(
+                                plane
+                                    .stat_metadata
+                                    .get(&(*r as i64))
+                                    .map(|m| m.name.as_str())
+                                    .unwrap_or(""),
+                            )
+                        })
+                        .clone();
+                    StatValue::Str(s)
+                }
+                // Compressed strings are not used by the engine's stats.
+                x_stat::Value::CompressedStrValue(_) => continue,
+            };
+            out.push(key, value);
+        }
+        out
+    }
+}
+
+/// Convert one decoded plane.
+pub fn plane_from_proto(p: &XPlane) -> Plane {
+    let mut r = StatResolver::new(p);
+    let mut index: HashMap<i64, u32> = HashMap::with_capacity(p.event_metadata.len());
+    let mut metadata = Vec::with_capacity(p.event_metadata.len());
+    for (id, m) in &p.event_metadata {
+        index.insert(*id, metadata.len() as u32);
+        metadata.push(EventMetadata {
+            id: *id,
+            name: m.name.clone(),
+            display_name: m.display_name.clone(),
+            stats: r.resolve(&m.stats),
+            children: Vec::new(),
+        });
+    }
+    for (id, m) in &p.event_metadata {
+        let children: Vec<u32> = m
+            .child_id
+            .iter()
+            .filter_map(|c| index.get(c).copied())
+            .collect();
+        if let Some(&i) = index.get(id) {
+            metadata[i as usize].children = children;
+        }
+    }
+    // Events naming unknown metadata get an empty one, as XProf's visitor does.
+    let unknown = metadata.len() as u32;
+    metadata.push(EventMetadata::default());
+    let lines = p
+        .lines
+        .iter()
+        .map(|l| Line {
+            id: l.id,
+            name: l.name.clone(),
+            display_name: l.display_name.clone(),
+            timestamp_ns: l.timestamp_ns,
+            events: l
+                .events
+                .iter()
+                .map(|e| {
+                    let (offset, occ) = match e.data {
+                        Some(x_event::Data::OffsetPs(o)) => (o, 0),
+                        Some(x_event::Data::NumOccurrences(n)) => (0, n),
+                        None => (0, 0),
+                    };
+                    Event {
+                        metadata: index.get(&e.metadata_id).copied().unwrap_or(unknown),
+                        start_ps: l.timestamp_ns.saturating_mul(1000).saturating_add(offset),
+                        duration_ps: e.duration_ps,
+                        num_occurrences: occ,
+                        stats: r.resolve(&e.stats),
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    Plane {
+        id: p.id,
+        name: p.name.clone(),
+        lines,
+        metadata,
+        stats: r.resolve(&p.stats),
+    }
+}
+
+/// The HLO facts the views need from one module.
+pub fn module_info(program_id: u64, hlo: &HloProto) -> Option<HloModuleInfo> {
+    let m = hlo.hlo_module.as_ref()?;
+    let mut instructions = HashMap::new();
+    let mut is_training = false;
+    for c in &m.computations {
+        for i in &c.instructions {
+            let md = i.metadata.clone().unwrap_or_default();
+            if md.op_name.contains("transpose(jvp(") || md.op_name.contains("/gradients/") {
+                is_training = true;
+            }
+            instructions.insert(
+                i.name.clone(),
+                HloInstr {
+                    name: i.name.clone(),
+                    opcode: i.opcode.clone(),
+                    fusion_kind: i.fusion_kind.clone(),
+                    op_name: md.op_name,
+                    source_file: md.source_file,
+                    source_line: md.source_line,
+                    expression: String::new(),
+                },
+            );
+        }
+    }
+    Some(HloModuleInfo {
+        program_id,
+        name: m.name.clone(),
+        instructions,
+        is_training,
+    })
+}
+
+/// Modules embedded in `/host:metadata` (stat `Hlo Proto`; program id from stat `program_id`,
+/// else the metadata id).
+pub fn embedded_modules(space: &XSpace) -> Vec<HloModuleInfo> {
+    let mut out = Vec::new();
+    for p in space.planes.iter().filter(|p| p.name == "/host:metadata") {
+        let names: HashMap<i64, &str> = p
+            .stat_metadata
+            .iter()
+            .map(|(id, m)| (*id, m.name.as_str()))
+            .collect();
+        for (id, m) in &p.event_metadata {
+            let mut bytes = None;
+            let mut pid = None;
+            for s in &m.stats {
+                match (names.get(&s.metadata_id).copied(), &s.value) {
+                    (Some("Hlo Proto"), Some(x_stat::Value::BytesValue(b))) => bytes = Some(b),
+                    (Some("program_id"), Some(x_stat::Value::Uint64Value(v))) => pid = Some(*v),
+                    (Some("program_id"), Some(x_stat::Value::Int64Value(v))) => {
+                        pid = Some(*v as u64)
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(b) = bytes
+                && let Ok(hlo) = xprof_proto::decode_hlo_proto(b)
+                && let Some(info) = module_info(pid.unwrap_or(*id as u64), &hlo)
+            {
+                out.push(info);
+            }
+        }
+    }
+    out
+}
+
+/// One host's model from its decoded XSpace and extra HLO modules (from `*.hlo_proto.pb`).
+/// Planes are converted in parallel.
+pub fn host_space(host: &str, space: &XSpace, extra_modules: Vec<HloModuleInfo>) -> HostSpace {
+    use rayon::prelude::*;
+    let planes: Vec<Plane> = space
+        .planes
+        .par_iter()
+        .filter(|p| p.name != "/host:metadata")
+        .map(plane_from_proto)
+        .collect();
+    let mut modules = HashMap::new();
+    for m in embedded_modules(space).into_iter().chain(extra_modules) {
+        modules.entry(m.program_id).or_insert(m);
+    }
+    HostSpace {
+        host: host.to_string(),
+        hostname: space
+            .hostnames
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "localhost".into()),
+        planes,
+        errors: space.errors.clone(),
+        warnings: space.warnings.clone(),
+        modules,
+    }
+}

@@ -1,0 +1,544 @@
+//! Device planes: TPU TensorCore op databases, GPU kernel databases, duty cycle and peak
+//! numbers (XProf `xplane_to_op_metrics_db.cc`, `duty_cycle_tracker.cc`,
+//! `xplane_to_op_stats.cc::GetPerfEnvFromXPlane`).
+
+use crate::metrics::{
+    CoreType, CostSource, KeyedDbBuilder, NamedDbBuilder, OpMetrics, OpMetricsDb,
+};
+use crate::model::{Event, HloModuleInfo, Plane, StatKey};
+use crate::nesting::{Span, nest};
+use std::collections::HashMap;
+
+pub const XLA_OPS: &str = "XLA Ops";
+pub const XLA_MODULES: &str = "XLA Modules";
+pub const STEPS: &str = "Steps";
+pub const SPARSE_CORE_OPS: &str = "Sparse Core Ops";
+pub const SPARSE_CORE_MODULES: &str = "Sparse Core Modules";
+pub const SPARSE_CORE_STEPS: &str = "Sparse Core Steps";
+pub const FRAMEWORK_OPS: &str = "Framework Ops";
+
+/// Lines whose events are ops (XProf `IsOpLineName`).
+pub fn is_op_line(name: &str) -> bool {
+    name == XLA_OPS || name == FRAMEWORK_OPS || name == SPARSE_CORE_OPS
+}
+
+/// `^/device:TPU:[0-9]+$`
+pub fn is_tpu_tensor_core_plane(name: &str) -> bool {
+    name.strip_prefix("/device:TPU:")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+pub fn is_gpu_plane(name: &str) -> bool {
+    name.starts_with("/device:GPU:")
+}
+
+/// Categories during which the core waits on the host (XProf `IsOffDutyOp`).
+pub fn is_off_duty(category: &str) -> bool {
+    matches!(
+        category,
+        "infeed"
+            | "outfeed"
+            | "host send"
+            | "host send-done"
+            | "host recv"
+            | "host recv-done"
+            | "megacore fusion"
+    )
+}
+
+/// Categories whose ops contain other ops (XProf `MayHaveInnerOps`).
+pub fn may_have_inner_ops(category: &str) -> bool {
+    matches!(
+        category,
+        "call" | "conditional" | "while" | "megacore fusion"
+    )
+}
+
+/// XProf's device timespan: `device_offset_ps`/`device_duration_ps` when both exist.
+pub fn device_span(e: &Event) -> (i64, i64) {
+    match (
+        e.stats.i64(StatKey::DeviceOffsetPs),
+        e.stats.i64(StatKey::DeviceDurationPs),
+    ) {
+        (Some(o), Some(d)) => (o, d),
+        _ => (e.start_ps, e.duration_ps),
+    }
+}
+
+/// Fill identity and per-occurrence cost from an op event's metadata (XProf
+/// `SetOpMetadataFromHloEventMetadata`).
+fn op_from_metadata(plane: &Plane, e: &Event) -> OpMetrics {
+    let md = plane.meta(e);
+    let mut op = OpMetrics::default();
+    if !md.display_name.is_empty() {
+        op.name = md.display_name.clone();
+        op.long_name = md.name.clone();
+    } else {
+        op.name = md.name.clone();
+    }
+    let s = &md.stats;
+    op.program_id = s.u64(StatKey::ProgramId).unwrap_or(0);
+    op.category = s.str(StatKey::HloCategory).unwrap_or_default().to_string();
+    op.provenance = s.str(StatKey::TfOp).unwrap_or_default().to_string();
+    op.deduplicated_name = s
+        .str(StatKey::DeduplicatedName)
+        .unwrap_or_default()
+        .to_string();
+    if let Some(f) = s.u64(StatKey::Flops) {
+        op.flops = f;
+        op.cost_source = CostSource::CostModel;
+    }
+    op.model_flops = s.u64(StatKey::ModelFlops).unwrap_or(0);
+    if let Some(b) = s.u64(StatKey::BytesAccessed) {
+        op.bytes_accessed = b;
+        op.cost_source = CostSource::CostModel;
+    }
+    if let Some(src) = s.str(StatKey::SourceInfo)
+        && let Some((file, line)) = src.rsplit_once(':')
+        && let Ok(l) = line.parse::<i32>()
+    {
+        op.source_file = file.to_string();
+        op.source_line = l;
+    }
+    op.source_stack = s.str(StatKey::SourceStack).unwrap_or_default().to_string();
+    op.memory_accessed = crate::breakdown::from_stats(s);
+    op
+}
+
+/// One TensorCore plane's op database (XProf `ConvertTensorCoreDeviceTraceXPlaneToOpMetricsDb`).
+pub fn tensor_core_db(plane: &Plane) -> OpMetricsDb {
+    let mut builder = KeyedDbBuilder::new();
+    let mut first = i64::MAX;
+    let mut last = i64::MIN;
+    // XProf 2.24.2's window starts at the earliest device-clock begin and ends at the latest end;
+    // its output on real captures matches the later of the device-clock and host-clock ends.
+    let mut track = |e: &Event| {
+        let (b, d) = device_span(e);
+        first = first.min(b);
+        last = last.max(b.saturating_add(d)).max(e.end_ps());
+    };
+    for line in &plane.lines {
+        if line.name == STEPS || line.name == SPARSE_CORE_STEPS {
+            line.events.iter().for_each(&mut track);
+        }
+        if !is_op_line(&line.name) {
+            continue;
+        }
+        let mut spans: Vec<Span> = line
+            .events
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                track(e);
+                let (b, d) = device_span(e);
+                Span {
+                    begin: b,
+                    dur: d,
+                    index: i,
+                }
+            })
+            .collect();
+        nest(&mut spans, |i, dur, children, _| {
+            let e = &line.events[i];
+            let md = plane.meta(e);
+            let (Some(program_id), Some(symbol_id)) = (
+                md.stats.u64(StatKey::ProgramId),
+                md.stats.u64(StatKey::SymbolId),
+            ) else {
+                return;
+            };
+            // Symbol 0 is the program's root: its time is the module's, not an op's.
+            if symbol_id == 0 {
+                return;
+            }
+            let mut op = op_from_metadata(plane, e);
+            op.occurrences = (e.num_occurrences.max(1)) as u64;
+            op.time_ps = dur;
+            op.self_time_ps = match e.stats.u64(StatKey::SelfDurationPs) {
+                Some(s) => s,
+                None => dur.saturating_sub(children),
+            };
+            op.min_time_ps = e
+                .stats
+                .u64(StatKey::MinDurationPs)
+                .unwrap_or(e.duration_ps.max(0) as u64);
+            op.dma_stall_ps = e.stats.u64(StatKey::DmaStallDurationPs).unwrap_or(0);
+            let factor = e.stats.f64(StatKey::TimeScaleMultiplier).unwrap_or(1.0);
+            op.normalized_time_ps = (dur as f64 * factor) as u64;
+            op.core_type = CoreType::TensorCore;
+            op.num_cores = 1;
+            // Per-launch cost on the event (custom calls): kept as the measured value.
+            op.event_flops = e.stats.u64(StatKey::Flops).unwrap_or(0);
+            op.event_model_flops = e.stats.u64(StatKey::ModelFlops).unwrap_or(0);
+            op.event_bytes_accessed = e.stats.u64(StatKey::BytesAccessed).unwrap_or(0);
+            builder.add((program_id, symbol_id), op);
+        });
+    }
+    let total = if first == i64::MAX || last < first {
+        0
+    } else {
+        (last - first) as u64
+    };
+    builder.finish(total)
+}
+
+/// Busy/idle of one core (XProf `DutyCycleTracker`), on the host clock.
+#[derive(Clone, Debug, Default)]
+pub struct DutyCycle {
+    /// Active intervals, merged.
+    active: Vec<(i64, i64)>,
+    window: Option<(i64, i64)>,
+}
+
+impl DutyCycle {
+    pub fn add(&mut self, begin: i64, end: i64, active: bool) {
+        self.window = Some(match self.window {
+            None => (begin, end),
+            Some((b, e)) => (b.min(begin), e.max(end)),
+        });
+        if active && end > begin {
+            self.active.push((begin, end));
+        }
+    }
+
+    /// Union another core's tracker into this one (cores of one chip).
+    pub fn union(&mut self, o: &DutyCycle) {
+        if let Some((b, e)) = o.window {
+            self.add(b, e, false);
+        }
+        self.active.extend_from_slice(&o.active);
+    }
+
+    pub fn active_ps(&self) -> u64 {
+        let mut v = self.active.clone();
+        v.sort_unstable();
+        let mut total = 0u64;
+        let mut cur: Option<(i64, i64)> = None;
+        for (b, e) in v {
+            match cur {
+                Some((cb, ce)) if b <= ce => cur = Some((cb, ce.max(e))),
+                Some((cb, ce)) => {
+                    total += (ce - cb) as u64;
+                    cur = Some((b, e));
+                }
+                None => cur = Some((b, e)),
+            }
+        }
+        if let Some((cb, ce)) = cur {
+            total += (ce - cb) as u64;
+        }
+        total
+    }
+
+    pub fn window_ps(&self) -> u64 {
+        self.window.map_or(0, |(b, e)| (e - b).max(0) as u64)
+    }
+
+    pub fn idle_ps(&self) -> u64 {
+        self.window_ps().saturating_sub(self.active_ps())
+    }
+}
+
+/// XProf `ConstructDutyCycleTracker`.
+pub fn duty_cycle(plane: &Plane) -> DutyCycle {
+    let mut t = DutyCycle::default();
+    for line in &plane.lines {
+        let active = match line.name.as_str() {
+            XLA_OPS => None,
+            SPARSE_CORE_OPS => Some(true),
+            XLA_MODULES | SPARSE_CORE_MODULES => Some(false),
+            _ => continue,
+        };
+        for e in &line.events {
+            let is_active = active.unwrap_or_else(|| {
+                !plane
+                    .meta(e)
+                    .stats
+                    .str(StatKey::HloCategory)
+                    .is_some_and(is_off_duty)
+            });
+            t.add(e.start_ps, e.end_ps(), is_active);
+        }
+    }
+    t
+}
+
+/// Peak numbers of a device (XProf `PerfEnv`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PerfEnv {
+    pub peak_tflops: f64,
+    /// GB/s: HBM, SRAM_RD, SRAM_WR, CMEM_RD, CMEM_WR, VMEM_RD, VMEM_WR.
+    pub peak_bws_gbps: [f64; 7],
+    pub has_cmem: bool,
+    pub has_merged_vmem: bool,
+    pub has_megacore: bool,
+}
+
+impl PerfEnv {
+    /// FLOP/byte at which HBM bandwidth and compute peak meet.
+    pub fn ridge_point(&self) -> f64 {
+        crate::metrics::safe_div(self.peak_tflops * 1000.0, self.peak_bws_gbps[0])
+    }
+}
+
+/// XProf `GetPerfEnvFromXPlane` for a TPU or GPU plane (stats only).
+pub fn perf_env(plane: &Plane) -> PerfEnv {
+    let s = &plane.stats;
+    let g = |k| s.f64(k).unwrap_or(0.0);
+    let mut p = PerfEnv {
+        peak_tflops: g(StatKey::PeakTeraflopsPerSecond),
+        peak_bws_gbps: [
+            g(StatKey::PeakHbmBw),
+            g(StatKey::PeakSramRdBw),
+            g(StatKey::PeakSramWrBw),
+            g(StatKey::PeakCmemRdBw),
+            g(StatKey::PeakCmemWrBw),
+            g(StatKey::PeakVmemRdBw),
+            g(StatKey::PeakVmemWrBw),
+        ],
+        has_cmem: false,
+        has_merged_vmem: s.i64(StatKey::HasMergedVmem).unwrap_or(0) != 0,
+        has_megacore: s.i64(StatKey::HasMegacore).unwrap_or(0) != 0,
+    };
+    p.has_cmem = p.peak_bws_gbps[3] > 0.0 || p.peak_bws_gbps[4] > 0.0;
+    p
+}
+
+/// Category of an HLO instruction as XProf names it (fusions by kind).
+pub fn hlo_category(instr: &crate::model::HloInstr) -> String {
+    if instr.opcode == "fusion" {
+        return match instr.fusion_kind.as_str() {
+            "kLoop" => "loop fusion",
+            "kInput" => "input fusion",
+            "kOutput" => "output fusion",
+            "kCustom" => "custom fusion",
+            _ => "fusion",
+        }
+        .to_string();
+    }
+    instr.opcode.clone()
+}
+
+/// One GPU plane's kernel database (XProf `ConvertDeviceTraceXPlaneToOpMetricsDb`): kernels
+/// of one HLO op in one step are one occurrence; ops whose instruction is unknown are dropped.
+/// Returns the db and the number of kernels dropped for lack of HLO.
+pub fn gpu_db(plane: &Plane, modules: &HashMap<u64, HloModuleInfo>) -> (OpMetricsDb, u64) {
+    let mut b = NamedDbBuilder::new();
+    let mut first = i64::MAX;
+    let mut last = i64::MIN;
+    let mut dropped = 0u64;
+    for line in &plane.lines {
+        // Derived lines (XProf's reserved thread-id range) repeat device events.
+        if line.id >= 10_000 && line.id < 20_000 {
+            continue;
+        }
+        // (program, op, group) of the occurrence being merged, with its duration and cost.
+        let mut cur: Option<(u64, String, i64, u64, OpMetrics)> = None;
+        let flush = |cur: &mut Option<(u64, String, i64, u64, OpMetrics)>,
+                     b: &mut NamedDbBuilder| {
+            if let Some((pid, name, _, dur, tmpl)) = cur.take() {
+                b.enter(pid, &name, dur, dur, || tmpl);
+            }
+        };
+        for e in &line.events {
+            first = first.min(e.start_ps);
+            last = last.max(e.end_ps());
+            let hlo_op = e
+                .stats
+                .str(StatKey::HloOp)
+                .map(|s| s.rsplit(',').next().unwrap_or(s).trim().to_string());
+            let pid = e.stats.u64(StatKey::ProgramId);
+            let (Some(op_name), Some(pid)) = (hlo_op, pid) else {
+                continue;
+            };
+            let Some(instr) = modules.get(&pid).and_then(|m| m.instructions.get(&op_name)) else {
+                dropped += 1;
+                continue;
+            };
+            let group = e.stats.i64(StatKey::GroupId).unwrap_or(-1);
+            let same = cur
+                .as_ref()
+                .is_some_and(|(p, n, g, _, _)| *p == pid && *n == op_name && *g == group);
+            if !same {
+                flush(&mut cur, &mut b);
+                let mut t = OpMetrics {
+                    category: hlo_category(instr),
+                    provenance: instr.op_name.clone(),
+                    long_name: instr.expression.clone(),
+                    source_file: instr.source_file.clone(),
+                    source_line: instr.source_line,
+                    is_eager: e.stats.i64(StatKey::IsEager).unwrap_or(0) != 0,
+                    core_type: CoreType::Unknown,
+                    ..Default::default()
+                };
+                if let Some(f) = e.stats.u64(StatKey::Flops) {
+                    t.flops = f;
+                    t.cost_source = CostSource::EventStats;
+                }
+                if let Some(by) = e.stats.u64(StatKey::BytesAccessed) {
+                    t.bytes_accessed = by;
+                    t.cost_source = CostSource::EventStats;
+                }
+                cur = Some((pid, op_name, group, 0, t));
+            }
+            if let Some(c) = cur.as_mut() {
+                c.3 += e.duration_ps.max(0) as u64;
+            }
+        }
+        flush(&mut cur, &mut b);
+    }
+    let total = if first == i64::MAX {
+        0
+    } else {
+        (last - first).max(0) as u64
+    };
+    (b.finish(total, true), dropped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{EventMetadata, Line, StatValue, Stats};
+
+    fn meta(
+        name: &str,
+        display: &str,
+        program: u64,
+        symbol: u64,
+        cat: &str,
+        flops: Option<u64>,
+    ) -> EventMetadata {
+        let mut s = Stats::default();
+        s.push(StatKey::ProgramId, StatValue::Uint(program));
+        s.push(StatKey::SymbolId, StatValue::Uint(symbol));
+        s.push(StatKey::HloCategory, StatValue::Str(cat.into()));
+        if let Some(f) = flops {
+            s.push(StatKey::Flops, StatValue::Uint(f));
+        }
+        EventMetadata {
+            name: name.into(),
+            display_name: display.into(),
+            stats: s,
+            ..Default::default()
+        }
+    }
+
+    fn ev(md: u32, start: i64, dur: i64, dev: Option<(i64, i64)>) -> Event {
+        let mut s = Stats::default();
+        if let Some((o, d)) = dev {
+            s.push(StatKey::DeviceOffsetPs, StatValue::Int(o));
+            s.push(StatKey::DeviceDurationPs, StatValue::Int(d));
+        }
+        Event {
+            metadata: md,
+            start_ps: start,
+            duration_ps: dur,
+            stats: s,
+            ..Default::default()
+        }
+    }
+
+    fn plane(events: Vec<Event>, modules: Vec<Event>) -> Plane {
+        Plane {
+            name: "/device:TPU:0".into(),
+            metadata: vec![
+                meta("%while.1 = while(...)", "while.1", 5, 1, "while", None),
+                meta(
+                    "%fusion.2 = f32[] fusion(...)",
+                    "fusion.2",
+                    5,
+                    2,
+                    "loop fusion",
+                    Some(100),
+                ),
+                meta("%infeed.3 = infeed()", "infeed.3", 5, 3, "infeed", None),
+                meta("root", "", 5, 0, "", None),
+                meta("jit_f(5)", "", 0, 0, "", None),
+            ],
+            lines: vec![
+                Line {
+                    name: XLA_MODULES.into(),
+                    events: modules,
+                    ..Default::default()
+                },
+                Line {
+                    name: XLA_OPS.into(),
+                    events,
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn tensor_core_db_nests_on_the_device_clock_and_totals_cost() {
+        // while [0,1000] contains fusion [100,300] and [400,500]; infeed [1200,1300] outside.
+        // The root symbol [0,1300] is dropped but still nests.
+        let p = plane(
+            vec![
+                ev(3, 0, 1300, None),
+                ev(0, 0, 1000, None),
+                ev(1, 100, 200, None),
+                ev(1, 400, 100, None),
+                ev(2, 1200, 100, None),
+            ],
+            vec![],
+        );
+        let db = tensor_core_db(&p);
+        let by = |n: &str| db.metrics.iter().find(|m| m.name == n).unwrap();
+        assert_eq!(
+            (by("while.1").time_ps, by("while.1").self_time_ps),
+            (1000, 700)
+        );
+        let f = by("fusion.2");
+        assert_eq!(
+            (
+                f.occurrences,
+                f.time_ps,
+                f.self_time_ps,
+                f.flops,
+                f.model_flops
+            ),
+            (2, 300, 300, 200, 200)
+        );
+        assert_eq!(f.long_name, "%fusion.2 = f32[] fusion(...)");
+        assert_eq!(db.total_op_time_ps, 700 + 300 + 100);
+        assert_eq!(db.total_time_ps, 1300);
+        assert!(db.metrics.iter().all(|m| m.name != "root"));
+        assert_eq!(db.metrics.last().unwrap().self_time_ps, 200);
+    }
+
+    #[test]
+    fn device_offsets_take_precedence_and_the_window_spans_both_clocks() {
+        let p = plane(
+            vec![
+                ev(1, 1_000, 500, Some((900, 480))),
+                ev(1, 3_000, 500, Some((2_900, 520))),
+            ],
+            vec![],
+        );
+        let db = tensor_core_db(&p);
+        let f = db.metrics.iter().find(|m| m.name == "fusion.2").unwrap();
+        assert_eq!(f.time_ps, 1000);
+        // begin 900 (device), end max(3420 device, 3500 host)
+        assert_eq!(db.total_time_ps, 2600);
+    }
+
+    #[test]
+    fn duty_cycle_counts_off_duty_ops_and_modules_as_idle_window() {
+        let p = plane(
+            vec![
+                ev(1, 100, 200, None),
+                ev(2, 300, 100, None),
+                ev(1, 250, 100, None),
+            ],
+            vec![ev(4, 0, 1000, None)],
+        );
+        let d = duty_cycle(&p);
+        assert_eq!(d.window_ps(), 1000);
+        // [100,300] ∪ [250,350] = 250; infeed is off duty.
+        assert_eq!(d.active_ps(), 250);
+        assert_eq!(d.idle_ps(), 750);
+    }
+}

@@ -1,0 +1,93 @@
+//! Reading a host's capture files into the engine's model.
+
+use std::path::{Path, PathBuf};
+
+use crate::adapter::{host_space, module_info};
+use crate::model::{HloModuleInfo, HostSpace};
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} is empty (0 bytes), not an XSpace", path.display())]
+    Empty { path: PathBuf },
+    #[error("{} is not a valid XSpace protobuf: {source}", path.display())]
+    Decode {
+        path: PathBuf,
+        source: prost::DecodeError,
+    },
+}
+
+impl LoadError {
+    /// `path` for unreadable files, `invalid_value` for malformed contents.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LoadError::Io { .. } => "path",
+            _ => "invalid_value",
+        }
+    }
+    pub fn hint(&self) -> &'static str {
+        match self {
+            LoadError::Io { .. } => "check the file exists and is readable",
+            _ => "re-capture the profile, or pass another run/host (--run, --host)",
+        }
+    }
+}
+
+/// Decode one `.xplane.pb`.
+pub fn read_xspace(path: &Path) -> Result<xprof_proto::xplane::XSpace, LoadError> {
+    use prost::Message;
+    let bytes = std::fs::read(path).map_err(|source| LoadError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if bytes.is_empty() {
+        return Err(LoadError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
+    xprof_proto::xplane::XSpace::decode(bytes.as_slice()).map_err(|source| LoadError::Decode {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// The program id in a `<module>(<program_id>).hlo_proto.pb` file name.
+pub fn program_id_from_file_name(path: &Path) -> Option<u64> {
+    let name = path.file_name()?.to_str()?.strip_suffix(".hlo_proto.pb")?;
+    let open = name.rfind('(')?;
+    name[open + 1..].strip_suffix(')')?.parse().ok()
+}
+
+/// HLO modules from `*.hlo_proto.pb` files; unreadable ones are reported as warnings.
+pub fn read_hlo_files(files: &[PathBuf]) -> (Vec<HloModuleInfo>, Vec<String>) {
+    let mut out = Vec::new();
+    let mut warnings = Vec::new();
+    for f in files {
+        let Some(pid) = program_id_from_file_name(f) else {
+            continue;
+        };
+        match std::fs::read(f)
+            .map_err(|e| e.to_string())
+            .and_then(|b| xprof_proto::decode_hlo_proto(&b).map_err(|e| e.to_string()))
+        {
+            Ok(h) => out.extend(module_info(pid, &h)),
+            Err(e) => warnings.push(format!("skipped {}: {e}", f.display())),
+        }
+    }
+    (out, warnings)
+}
+
+/// One host's model from its XSpace file and the run's HLO files.
+pub fn load_host(
+    host: &str,
+    xspace: &Path,
+    hlo_files: &[PathBuf],
+) -> Result<(HostSpace, Vec<String>), LoadError> {
+    let space = read_xspace(xspace)?;
+    let (modules, warnings) = read_hlo_files(hlo_files);
+    Ok((host_space(host, &space, modules), warnings))
+}

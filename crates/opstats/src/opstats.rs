@@ -1,0 +1,259 @@
+//! `OpStats`: everything the core views need about one host, and the multi-host combination
+//! (XProf `ConvertXSpaceToOpStats`, `op_stats_combiner.cc`).
+
+use std::collections::BTreeMap;
+
+use rayon::prelude::*;
+
+use crate::device::{
+    DutyCycle, PerfEnv, duty_cycle, gpu_db, is_gpu_plane, is_tpu_tensor_core_plane, perf_env,
+    tensor_core_db,
+};
+use crate::host::{HOST_THREADS, framework_op_db, host_xla_op_db};
+use crate::metrics::{DbCombiner, OpMetricsDb};
+use crate::model::{HostSpace, Plane, StatKey};
+use crate::steps::{StepDb, StepsSource, infer_module_steps, step_db};
+
+/// XProf's hardware classes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HardwareType {
+    Tpu,
+    Gpu,
+    CpuOnly,
+}
+
+impl HardwareType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HardwareType::Tpu => "TPU",
+            HardwareType::Gpu => "GPU",
+            HardwareType::CpuOnly => "CPU_ONLY",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunEnvironment {
+    pub hardware_type: HardwareType,
+    /// `TPU v6 Lite`, a GPU model, or `CPU`.
+    pub device_type: String,
+    pub device_core_count: u32,
+    pub host_count: u32,
+    pub task_count: u32,
+    pub hostnames: Vec<String>,
+    pub is_training: bool,
+}
+
+/// Everything computed from one host's XSpace (or several, combined).
+#[derive(Clone, Debug)]
+pub struct OpStats {
+    pub run_env: RunEnvironment,
+    pub perf_env: Option<PerfEnv>,
+    /// XLA ops on accelerators (TPU TensorCores / GPUs), combined over cores; IDLE included.
+    pub device_db: OpMetricsDb,
+    /// Framework ops on host threads (XProf's host op DB; mostly TF/tf.data).
+    pub host_db: OpMetricsDb,
+    /// XLA ops a CPU backend ran on host threads; `None` when there are none.
+    pub host_xla_db: Option<OpMetricsDb>,
+    /// Duty cycle (TPU): Σ active / Σ idle over chips, on the host clock.
+    pub duty_busy_ps: u64,
+    pub duty_idle_ps: u64,
+    pub steps: StepDb,
+    /// Our one-step-per-module inference (first device plane): (begin, duration, module).
+    pub steps_inferred: Vec<(i64, u64, String)>,
+    /// Program id → module name (`jit_f`), from the HLO the capture carries.
+    pub program_names: BTreeMap<u64, String>,
+    /// Host-plane counters some runtimes emit (`None` = absent).
+    pub mxu_utilization_percent: Option<f64>,
+    pub hbm_utilization_percent: Option<f64>,
+    pub errors: Vec<String>,
+    pub warnings: Vec<String>,
+    /// GPU kernels whose HLO instruction was not found (XProf drops them too).
+    pub gpu_kernels_without_hlo: u64,
+}
+
+/// Build one host's OpStats. Device planes are processed in parallel.
+pub fn build(space: &HostSpace) -> OpStats {
+    let tpu: Vec<&Plane> = space
+        .planes
+        .iter()
+        .filter(|p| is_tpu_tensor_core_plane(&p.name))
+        .collect();
+    let gpu: Vec<&Plane> = if tpu.is_empty() {
+        space
+            .planes
+            .iter()
+            .filter(|p| is_gpu_plane(&p.name))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let hardware_type = if !tpu.is_empty() {
+        HardwareType::Tpu
+    } else if !gpu.is_empty() {
+        HardwareType::Gpu
+    } else {
+        HardwareType::CpuOnly
+    };
+    let devices: &[&Plane] = if !tpu.is_empty() { &tpu } else { &gpu };
+
+    let mut device_db = OpMetricsDb::default();
+    let mut duty_busy = 0;
+    let mut duty_idle = 0;
+    let mut dropped = 0;
+    if hardware_type == HardwareType::Tpu {
+        let per_core: Vec<(OpMetricsDb, DutyCycle)> = tpu
+            .par_iter()
+            .map(|p| (tensor_core_db(p), duty_cycle(p)))
+            .collect();
+        let mut c = DbCombiner::new();
+        for (db, dc) in &per_core {
+            c.combine(db, true);
+            // Without parseable core details XProf counts each core as its own chip.
+            duty_busy += dc.active_ps();
+            duty_idle += dc.idle_ps();
+        }
+        device_db = c.finish();
+        device_db.busy_time_ps = duty_busy;
+        device_db.idle_time_ps = duty_idle;
+    } else if hardware_type == HardwareType::Gpu {
+        let per_core: Vec<(OpMetricsDb, u64)> =
+            gpu.par_iter().map(|p| gpu_db(p, &space.modules)).collect();
+        let mut c = DbCombiner::new();
+        for (db, d) in &per_core {
+            c.combine(db, true);
+            dropped += d;
+        }
+        device_db = c.finish();
+    }
+
+    let host = space.plane(HOST_THREADS);
+    let host_db = host.map(framework_op_db).unwrap_or_default();
+    let host_xla_db = if hardware_type == HardwareType::CpuOnly {
+        host.and_then(|h| host_xla_op_db(h, &space.modules))
+    } else {
+        None
+    };
+    let steps = step_db(&tpu, host, !devices.is_empty());
+    let steps_inferred = if steps.source == StepsSource::None {
+        infer_module_steps(devices.first().copied())
+    } else {
+        Vec::new()
+    };
+    let device_type = match hardware_type {
+        HardwareType::CpuOnly => "CPU".to_string(),
+        _ => devices
+            .first()
+            .and_then(|p| p.stats.str(StatKey::DeviceTypeString))
+            .map(str::to_string)
+            .unwrap_or_else(|| hardware_type.as_str().to_string()),
+    };
+    OpStats {
+        run_env: RunEnvironment {
+            hardware_type,
+            device_type,
+            device_core_count: devices.len() as u32,
+            host_count: 1,
+            task_count: 1,
+            hostnames: vec![space.hostname.clone()],
+            is_training: space.modules.values().any(|m| m.is_training),
+        },
+        perf_env: devices.first().map(|p| perf_env(p)),
+        device_db,
+        host_db,
+        host_xla_db,
+        duty_busy_ps: duty_busy,
+        duty_idle_ps: duty_idle,
+        steps,
+        steps_inferred,
+        program_names: space
+            .modules
+            .values()
+            .map(|m| (m.program_id, m.name.clone()))
+            .collect(),
+        mxu_utilization_percent: host
+            .and_then(|h| h.stats.f64(StatKey::MatrixUnitUtilizationPercent)),
+        hbm_utilization_percent: host.and_then(|h| h.stats.f64(StatKey::HbmUtilizationPercent)),
+        errors: dedup(space.errors.clone()),
+        warnings: dedup(space.warnings.clone()),
+        gpu_kernels_without_hlo: dropped,
+    }
+}
+
+fn dedup(mut v: Vec<String>) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    v.retain(|s| seen.insert(s.clone()));
+    v
+}
+
+/// Combine several hosts (spec §6): op databases merged, counts summed, steps kept only when
+/// every host has them (step intersection), device type / peaks from the first host with a
+/// device.
+pub fn combine(mut hosts: Vec<OpStats>) -> Option<OpStats> {
+    if hosts.len() <= 1 {
+        return hosts.pop();
+    }
+    let mut dev = DbCombiner::new();
+    let mut host = DbCombiner::new();
+    let mut host_xla = DbCombiner::new();
+    let mut any_host_xla = false;
+    for h in &hosts {
+        dev.combine(&h.device_db, true);
+        host.combine(&h.host_db, false);
+        if let Some(x) = &h.host_xla_db {
+            host_xla.combine(x, true);
+            any_host_xla = true;
+        }
+    }
+    let first_dev = hosts
+        .iter()
+        .position(|h| h.run_env.hardware_type != HardwareType::CpuOnly)
+        .unwrap_or(0);
+    let mut out = hosts[first_dev].clone();
+    out.device_db = dev.finish();
+    out.host_db = host.finish();
+    out.host_xla_db = any_host_xla.then(|| host_xla.finish());
+    out.duty_busy_ps = hosts.iter().map(|h| h.duty_busy_ps).sum();
+    out.duty_idle_ps = hosts.iter().map(|h| h.duty_idle_ps).sum();
+    out.device_db.busy_time_ps = out.duty_busy_ps;
+    out.device_db.idle_time_ps = out.duty_idle_ps;
+    out.run_env.host_count = hosts.iter().map(|h| h.run_env.host_count).sum();
+    out.run_env.task_count = hosts.iter().map(|h| h.run_env.task_count).sum();
+    out.run_env.device_core_count = hosts.iter().map(|h| h.run_env.device_core_count).sum();
+    out.run_env.hostnames = hosts
+        .iter()
+        .flat_map(|h| h.run_env.hostnames.clone())
+        .collect();
+    out.run_env.is_training = hosts.iter().any(|h| h.run_env.is_training);
+    out.gpu_kernels_without_hlo = hosts.iter().map(|h| h.gpu_kernels_without_hlo).sum();
+    for h in &hosts {
+        for (k, v) in &h.program_names {
+            out.program_names.entry(*k).or_insert_with(|| v.clone());
+        }
+        out.errors.extend(h.errors.iter().cloned());
+        out.warnings.extend(h.warnings.iter().cloned());
+    }
+    out.errors = dedup(std::mem::take(&mut out.errors));
+    out.warnings = dedup(std::mem::take(&mut out.warnings));
+    // Steps: intersect by step number; cores of different hosts are kept apart by host index.
+    let mut steps = hosts[0].steps.clone();
+    for (hi, h) in hosts.iter().enumerate().skip(1) {
+        let merge = |a: &mut Vec<crate::steps::Step>, b: &[crate::steps::Step]| {
+            a.retain(|s| b.iter().any(|t| t.step_num == s.step_num));
+            for s in a.iter_mut() {
+                if let Some(t) = b.iter().find(|t| t.step_num == s.step_num) {
+                    for (core, cs) in &t.per_core {
+                        s.per_core.insert(hi as i64 * 1_000_000 + core, cs.clone());
+                    }
+                }
+            }
+        };
+        merge(&mut steps.steps, &h.steps.steps);
+        merge(&mut steps.complete_steps, &h.steps.complete_steps);
+        if h.steps.source == StepsSource::None {
+            steps.source = StepsSource::None;
+        }
+    }
+    out.steps = steps;
+    Some(out)
+}

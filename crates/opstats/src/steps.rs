@@ -1,0 +1,550 @@
+//! Steps: XProf's event grouping (`group_events.cc`), step events and the step database
+//! (`xplane_to_step_events.cc`, `step_events_to_steps_db.cc`, `event_span.cc`), restated.
+//!
+//! XProf-compatible steps come only from XProf's own signals:
+//! * a device `Steps` line (TPU runtime step markers) — [`StepsSource::StepsLine`];
+//! * `group_id` stats already on device events — [`StepsSource::GroupId`];
+//! * host root events (`_r` stat) grouped with their descendants and flows (`_p`/`_c`) —
+//!   [`StepsSource::HostRoots`].
+//!
+//! When none exists, [`infer_module_steps`] makes one step per `XLA Modules` execution; that is
+//! our own inference and is reported separately (`steps_inferred`), never as XProf's steps.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::device::{STEPS, XLA_MODULES, XLA_OPS, device_span, is_op_line};
+use crate::model::{Line, Plane, StatKey};
+use crate::nesting::{Span, nest};
+use crate::tfop::{TfOpCategory, parse_tf_op};
+
+/// Where the steps came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepsSource {
+    StepsLine,
+    GroupId,
+    HostRoots,
+    None,
+}
+
+impl StepsSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepsSource::StepsLine => "steps_line",
+            StepsSource::GroupId => "group_id",
+            StepsSource::HostRoots => "host_roots",
+            StepsSource::None => "none",
+        }
+    }
+}
+
+/// XProf's `EventType`, in priority order (a later type wins where events overlap).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum EventType {
+    Unknown = 0,
+    HostCompute = 10,
+    HostCompile = 20,
+    HostToHost = 30,
+    HostToDevice = 40,
+    HostPrepare = 50,
+    DeviceCollectives = 60,
+    HostWaitInput = 70,
+    DeviceToDevice = 80,
+    DeviceToHost = 90,
+    DeviceCompute32 = 100,
+    DeviceCompute16 = 110,
+    DeviceWaitDevice = 120,
+    DeviceWaitHost = 130,
+}
+
+/// The nine generic step-breakdown components (XProf `GenericEventType`, ids 1..9).
+pub const GENERIC_NAMES: [&str; 9] = [
+    "Device compute",
+    "Device to device",
+    "Device collective communication",
+    "Host compute",
+    "Kernel launch",
+    "Input",
+    "Output",
+    "Compilation",
+    "All others",
+];
+
+impl EventType {
+    /// Index into [`GENERIC_NAMES`].
+    pub fn generic(self) -> usize {
+        use EventType::*;
+        match self {
+            DeviceCompute32 | DeviceCompute16 => 0,
+            DeviceToDevice | DeviceWaitDevice => 1,
+            DeviceCollectives => 2,
+            HostCompute => 3,
+            HostPrepare => 4,
+            HostWaitInput | HostToDevice | DeviceWaitHost => 5,
+            DeviceToHost => 6,
+            HostCompile => 7,
+            Unknown | HostToHost => 8,
+        }
+    }
+}
+
+/// One step on one core (or on the host, for host-only captures).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CoreStep {
+    pub begin_ps: i64,
+    pub duration_ps: u64,
+    /// Generic components in ps, indexed like [`GENERIC_NAMES`].
+    pub generic_ps: [u64; 9],
+    /// TPU: self time per HLO category inside the step (`IDLE` = the rest).
+    pub category_ps: BTreeMap<String, u64>,
+}
+
+/// One step across cores.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Step {
+    pub step_num: i64,
+    pub name: String,
+    /// Core id (plane id; 0 for host-only) → that core's view of the step.
+    pub per_core: BTreeMap<i64, CoreStep>,
+}
+
+impl Step {
+    /// Step time: the longest core's duration.
+    pub fn duration_ps(&self) -> u64 {
+        self.per_core
+            .values()
+            .map(|c| c.duration_ps)
+            .max()
+            .unwrap_or(0)
+    }
+    pub fn begin_ps(&self) -> i64 {
+        self.per_core
+            .values()
+            .map(|c| c.begin_ps)
+            .min()
+            .unwrap_or(0)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepDb {
+    pub source: StepsSource,
+    /// All well-formed steps, by step number.
+    pub steps: Vec<Step>,
+    /// For non-TPU captures XProf drops the first and last step when there are more than 5
+    /// ("maybe incomplete"); the overview and input pipeline use this list.
+    pub complete_steps: Vec<Step>,
+}
+
+impl Default for StepDb {
+    fn default() -> Self {
+        StepDb {
+            source: StepsSource::None,
+            steps: Vec::new(),
+            complete_steps: Vec::new(),
+        }
+    }
+}
+
+const DROP_INCOMPLETE_THRESHOLD: usize = 5;
+
+/// `train…`/`test…`/`TraceContext…` without `/` (XProf `IsExplicitHostStepMarker`).
+pub fn is_explicit_host_step_marker(name: &str) -> bool {
+    (name.starts_with("train") || name.starts_with("test") || name.starts_with("TraceContext"))
+        && !name.contains('/')
+}
+
+fn is_real_cpu_compute(name: &str) -> bool {
+    !(name.starts_with("EagerExecute")
+        || name.starts_with("EagerLocalExecute")
+        || name.starts_with("EagerKernelExecute")
+        || name.starts_with("FunctionRun")
+        || is_explicit_host_step_marker(name))
+}
+
+fn classify_cpu_event(name: &str) -> EventType {
+    let t = parse_tf_op(name);
+    let lower = name.to_ascii_lowercase();
+    if t.category == TfOpCategory::MemcpyHToD
+        || lower.starts_with("infeedenqueue")
+        || t.kind.starts_with("InfeedEnqueue")
+    {
+        EventType::HostToDevice
+    } else if t.category == TfOpCategory::MemcpyHToH {
+        EventType::HostToHost
+    } else if lower.starts_with("iteratorgetnext") {
+        EventType::HostWaitInput
+    } else {
+        EventType::HostCompute
+    }
+}
+
+/// Group ids of the host plane's events (XProf `GroupTfEvents` for `_r` roots): roots in time
+/// order get 0, 1, 2, …; a group spreads to events nested in a grouped event on the same line
+/// and to consumers (`_ct`,`_c`) of a grouped producer (`_pt`,`_p`). Returns, per line, the
+/// group of each event (`None` = ungrouped), and per group the root's (line, event).
+pub struct HostGroups {
+    pub event_group: Vec<Vec<Option<i64>>>,
+    pub roots: Vec<(usize, usize)>,
+}
+
+pub fn group_host_events(plane: &Plane) -> HostGroups {
+    let n_lines = plane.lines.len();
+    let mut event_group: Vec<Vec<Option<i64>>> = plane
+        .lines
+        .iter()
+        .map(|l| vec![None; l.events.len()])
+        .collect();
+    // Children on the same line (direct nesting).
+    let mut children: Vec<Vec<Vec<usize>>> = plane
+        .lines
+        .iter()
+        .map(|l| vec![Vec::new(); l.events.len()])
+        .collect();
+    for (li, line) in plane.lines.iter().enumerate() {
+        let mut order: Vec<usize> = (0..line.events.len()).collect();
+        order.sort_by(|&a, &b| {
+            let (ea, eb) = (&line.events[a], &line.events[b]);
+            ea.start_ps
+                .cmp(&eb.start_ps)
+                .then(eb.duration_ps.cmp(&ea.duration_ps))
+        });
+        let mut stack: Vec<usize> = Vec::new();
+        for i in order {
+            let e = &line.events[i];
+            while let Some(&t) = stack.last() {
+                let p = &line.events[t];
+                if p.start_ps <= e.start_ps && e.end_ps() <= p.end_ps() {
+                    break;
+                }
+                stack.pop();
+            }
+            if let Some(&t) = stack.last() {
+                children[li][t].push(i);
+            }
+            stack.push(i);
+        }
+    }
+    // Consumers by (type, id).
+    let mut consumers: HashMap<(u64, u64), Vec<(usize, usize)>> = HashMap::new();
+    for (li, line) in plane.lines.iter().enumerate() {
+        for (ei, e) in line.events.iter().enumerate() {
+            if let (Some(t), Some(id)) = (
+                e.stats.u64(StatKey::ConsumerType),
+                e.stats.u64(StatKey::ConsumerId),
+            ) {
+                consumers.entry((t, id)).or_default().push((li, ei));
+            }
+        }
+    }
+    let mut roots: Vec<(usize, usize)> = Vec::new();
+    for (li, line) in plane.lines.iter().enumerate() {
+        for (ei, e) in line.events.iter().enumerate() {
+            if e.stats.i64(StatKey::IsRoot).is_some_and(|v| v > 0) {
+                roots.push((li, ei));
+            }
+        }
+    }
+    roots.sort_by_key(|&(li, ei)| (plane.lines[li].events[ei].start_ps, li, ei));
+    let mut kept_roots = Vec::new();
+    for &(li, ei) in &roots {
+        if event_group[li][ei].is_some() {
+            continue; // nested in an earlier root's group
+        }
+        let gid = kept_roots.len() as i64;
+        kept_roots.push((li, ei));
+        let mut work = vec![(li, ei)];
+        while let Some((l, e)) = work.pop() {
+            if event_group[l][e].is_some() {
+                continue;
+            }
+            event_group[l][e] = Some(gid);
+            work.extend(children[l][e].iter().map(|&c| (l, c)));
+            let ev = &plane.lines[l].events[e];
+            if let (Some(t), Some(id)) = (
+                ev.stats.u64(StatKey::ProducerType),
+                ev.stats.u64(StatKey::ProducerId),
+            ) && let Some(cs) = consumers.get(&(t, id))
+            {
+                work.extend(cs.iter().copied());
+            }
+        }
+    }
+    debug_assert_eq!(event_group.len(), n_lines);
+    HostGroups {
+        event_group,
+        roots: kept_roots,
+    }
+}
+
+/// Non-overlapped breakdown of typed spans clipped to `[begin, end]` (XProf
+/// `ToNonOverlappedEvents` + `ConvertStepDetailsToStepInfo`): where spans overlap the highest
+/// type wins; uncovered time is `Unknown`.
+pub fn generic_breakdown(spans: &[(EventType, i64, i64)], begin: i64, end: i64) -> [u64; 9] {
+    let mut out = [0u64; 9];
+    let mut bounds: Vec<(i64, bool, EventType)> = Vec::with_capacity(spans.len() * 2);
+    for &(t, b, e) in spans {
+        bounds.push((b, true, t));
+        bounds.push((e, false, t));
+    }
+    // Ascending time; at a tie, ends before starts.
+    bounds.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+    let mut counts: BTreeMap<EventType, i64> = BTreeMap::new();
+    let mut covered = 0u64;
+    for w in bounds.windows(2) {
+        let (t0, start, ty) = w[0];
+        *counts.entry(ty).or_default() += if start { 1 } else { -1 };
+        let top = counts
+            .iter()
+            .rev()
+            .find(|(_, c)| **c > 0)
+            .map(|(t, _)| *t)
+            .unwrap_or(EventType::Unknown);
+        let (s, e) = (t0.max(begin), w[1].0.min(end));
+        if e > s {
+            out[top.generic()] += (e - s) as u64;
+            covered += (e - s) as u64;
+        }
+    }
+    let dur = (end - begin).max(0) as u64;
+    if covered < dur {
+        out[EventType::Unknown.generic()] += dur - covered;
+    }
+    out
+}
+
+/// Host-only steps from `_r` roots (CPU captures).
+fn host_root_steps(plane: &Plane) -> Vec<Step> {
+    let g = group_host_events(plane);
+    let mut markers: BTreeMap<i64, (i64, i64, String)> = BTreeMap::new();
+    let mut spans: BTreeMap<i64, Vec<(EventType, i64, i64)>> = BTreeMap::new();
+    for (gid, &(li, ei)) in g.roots.iter().enumerate() {
+        let e = &plane.lines[li].events[ei];
+        let md = plane.meta(e);
+        let name = match e.stats.i64(StatKey::StepNum) {
+            Some(n) => format!("{} {n}", md.name),
+            None => md.name.clone(),
+        };
+        markers.insert(gid as i64, (e.start_ps, e.end_ps(), name));
+    }
+    for (li, line) in plane.lines.iter().enumerate() {
+        for (ei, e) in line.events.iter().enumerate() {
+            let Some(gid) = g.event_group[li][ei] else {
+                continue;
+            };
+            if g.roots.get(gid as usize) == Some(&(li, ei)) {
+                continue;
+            }
+            let name = &plane.meta(e).name;
+            if is_explicit_host_step_marker(name) || !is_real_cpu_compute(name) {
+                continue;
+            }
+            spans
+                .entry(gid)
+                .or_default()
+                .push((classify_cpu_event(name), e.start_ps, e.end_ps()));
+        }
+    }
+    let mut out = Vec::new();
+    for (gid, (b, e, name)) in markers {
+        let s = spans.remove(&gid).unwrap_or_default();
+        let generic = generic_breakdown(&s, b, e);
+        // XProf keeps a host step only when it saw host compute in it.
+        if generic[EventType::HostCompute.generic()] == 0
+            && !s.iter().any(|x| x.0 == EventType::HostCompute)
+        {
+            continue;
+        }
+        let mut per_core = BTreeMap::new();
+        per_core.insert(
+            0,
+            CoreStep {
+                begin_ps: b,
+                duration_ps: (e - b).max(0) as u64,
+                generic_ps: generic,
+                category_ps: BTreeMap::new(),
+            },
+        );
+        out.push(Step {
+            step_num: gid,
+            name,
+            per_core,
+        });
+    }
+    out
+}
+
+/// Step spans of one TPU core: from its `Steps` line (group from `group_id`, else `step_num`,
+/// else order) or, failing that, from `group_id` stats on its `XLA Modules` events.
+fn tpu_core_step_spans(plane: &Plane) -> Option<(StepsSource, BTreeMap<i64, (i64, i64, String)>)> {
+    if let Some(line) = plane.line(STEPS).filter(|l| !l.events.is_empty()) {
+        let mut m = BTreeMap::new();
+        for (i, e) in line.events.iter().enumerate() {
+            let id = e
+                .stats
+                .i64(StatKey::GroupId)
+                .or_else(|| e.stats.i64(StatKey::StepNum))
+                .unwrap_or(i as i64);
+            let (b, d) = device_span(e);
+            // Consecutive step events of one group are one step.
+            let ent = m
+                .entry(id)
+                .or_insert((b, b + d, plane.meta(e).name.clone()));
+            ent.0 = ent.0.min(b);
+            ent.1 = ent.1.max(b + d);
+        }
+        return Some((StepsSource::StepsLine, m));
+    }
+    let line = plane.line(XLA_MODULES)?;
+    let mut m: BTreeMap<i64, (i64, i64, String)> = BTreeMap::new();
+    for e in &line.events {
+        if let Some(g) = e.stats.i64(StatKey::GroupId) {
+            let (b, d) = device_span(e);
+            let ent = m.entry(g).or_insert((b, b + d, g.to_string()));
+            ent.0 = ent.0.min(b);
+            ent.1 = ent.1.max(b + d);
+        }
+    }
+    (!m.is_empty()).then_some((StepsSource::GroupId, m))
+}
+
+/// Self time per category of the op events inside `[b, e]` on one core.
+fn category_breakdown(plane: &Plane, b: i64, e: i64) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for line in plane.lines.iter().filter(|l| is_op_line(&l.name)) {
+        let mut spans: Vec<Span> = line
+            .events
+            .iter()
+            .enumerate()
+            .filter_map(|(i, ev)| {
+                let (s, d) = device_span(ev);
+                (s >= b && s + d <= e).then_some(Span {
+                    begin: s,
+                    dur: d,
+                    index: i,
+                })
+            })
+            .collect();
+        nest(&mut spans, |i, dur, children, _| {
+            let md = plane.meta(&line.events[i]);
+            if md.stats.u64(StatKey::SymbolId).is_none_or(|s| s == 0) && line.name == XLA_OPS {
+                return;
+            }
+            let cat = md
+                .stats
+                .str(StatKey::HloCategory)
+                .unwrap_or("unknown")
+                .to_string();
+            *out.entry(cat).or_insert(0) += dur.saturating_sub(children);
+        });
+    }
+    out
+}
+
+fn tpu_steps(tpu: &[&Plane]) -> Option<(StepsSource, Vec<Step>)> {
+    let mut per_core: Vec<(i64, StepsSource, BTreeMap<i64, (i64, i64, String)>)> = Vec::new();
+    for p in tpu {
+        if let Some((src, m)) = tpu_core_step_spans(p) {
+            per_core.push((p.id, src, m));
+        }
+    }
+    if per_core.is_empty() {
+        return None;
+    }
+    let source = per_core[0].1;
+    // Multi-core TPU: keep only steps every core saw (XProf intersects).
+    let mut ids: Vec<i64> = per_core[0].2.keys().copied().collect();
+    ids.retain(|id| per_core.iter().all(|(_, _, m)| m.contains_key(id)));
+    let mut steps = Vec::new();
+    for id in ids {
+        let mut step = Step {
+            step_num: id,
+            name: id.to_string(),
+            per_core: BTreeMap::new(),
+        };
+        for (core, _, m) in &per_core {
+            let (b, e, _) = m[&id];
+            let plane = tpu.iter().find(|p| p.id == *core).expect("core plane");
+            let mut cats = category_breakdown(plane, b, e);
+            let busy: u64 = cats.values().sum();
+            let dur = (e - b).max(0) as u64;
+            cats.insert("IDLE".into(), dur.saturating_sub(busy));
+            step.per_core.insert(
+                *core,
+                CoreStep {
+                    begin_ps: b,
+                    duration_ps: dur,
+                    generic_ps: [0; 9],
+                    category_ps: cats,
+                },
+            );
+        }
+        steps.push(step);
+    }
+    Some((source, steps))
+}
+
+/// The step database of one host. `tpu` = TensorCore planes, `host` = `/host:CPU`.
+pub fn step_db(tpu: &[&Plane], host: Option<&Plane>, has_device: bool) -> StepDb {
+    if let Some((source, steps)) = tpu_steps(tpu) {
+        // TPU step lines already exclude incomplete steps.
+        return StepDb {
+            source,
+            complete_steps: steps.clone(),
+            steps,
+        };
+    }
+    if !has_device && let Some(h) = host {
+        let steps = host_root_steps(h);
+        if !steps.is_empty() {
+            let mut complete = steps.clone();
+            if complete.len() > DROP_INCOMPLETE_THRESHOLD {
+                complete.remove(0);
+                complete.pop();
+            }
+            return StepDb {
+                source: StepsSource::HostRoots,
+                steps,
+                complete_steps: complete,
+            };
+        }
+    }
+    StepDb::default()
+}
+
+/// Our fallback when XProf finds no steps: one step per `XLA Modules` execution of the first
+/// device plane (device clock). Never mixed into XProf-compatible fields.
+pub fn infer_module_steps(first_device: Option<&Plane>) -> Vec<(i64, u64, String)> {
+    let Some(line) = first_device.and_then(|p| p.line(XLA_MODULES).map(|l| (p, l))) else {
+        return Vec::new();
+    };
+    let (plane, line): (&Plane, &Line) = line;
+    let mut v: Vec<(i64, u64, String)> = line
+        .events
+        .iter()
+        .map(|e| {
+            let (b, d) = device_span(e);
+            (b, d.max(0) as u64, plane.meta(e).name.clone())
+        })
+        .collect();
+    v.sort_by_key(|x| x.0);
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn breakdown_takes_the_highest_type_and_fills_gaps_with_unknown() {
+        let spans = vec![
+            (EventType::HostCompute, 0, 60),
+            (EventType::HostWaitInput, 40, 80),
+            (EventType::HostCompute, 150, 300),
+        ];
+        let g = generic_breakdown(&spans, 0, 200);
+        assert_eq!(g[3], 40 + 50); // host compute [0,40] + [150,200]
+        assert_eq!(g[5], 40); // input [40,80]
+        assert_eq!(g[8], 70); // gap [80,150]
+        assert_eq!(g.iter().sum::<u64>(), 200);
+    }
+}

@@ -1,0 +1,1274 @@
+//! XProf's views computed from [`OpStats`]: hlo_stats, roofline model (+ device information),
+//! op_profile and the overview page's numbers. XProf-compatible fields carry XProf's values;
+//! where XProf prints a placeholder 0 (see `docs/PLACEHOLDERS.md`) we emit `null`,
+//! `<field>_reason` and, when we can measure it, `<field>_measured`.
+
+use serde_json::{Map, Value, json};
+
+use crate::device::{PerfEnv, may_have_inner_ops};
+use crate::format::{g6, one_digit, percent, two_digits};
+use crate::metrics::{
+    AccessKind, DbCombiner, MEMORY_SPACE_CMEM, MEMORY_SPACE_VMEM, OpMetrics, OpMetricsDb, safe_div,
+};
+use crate::opstats::{HardwareType, OpStats};
+use crate::steps::{GENERIC_NAMES, StepsSource};
+use crate::tfop::parse_tf_op;
+
+const GIB_PER_GB: f64 = 1.073741824;
+
+pub fn ps_to_us(ps: u64) -> f64 {
+    ps as f64 / 1e6
+}
+
+/// Reasons used for placeholders (the table in `docs/PLACEHOLDERS.md`).
+pub mod reasons {
+    pub const CUSTOM_CALL_FLOPS: &str = "XProf's cost model assigns 0 FLOPs/bytes to custom calls (Pallas/Mosaic kernels); the trace's own per-launch counts are in *_measured";
+    pub const NO_DEVICE: &str =
+        "CPU-only capture: there is no accelerator to measure (XProf prints 0)";
+    pub const NO_STEPS: &str = "XProf found no steps (no Steps line, no group_id stats, no host _r roots); see steps_inferred";
+    pub const ROOFLINE_LIMITS: &str = "XProf's open-source overview passes no hardware limits, so it prints 0; *_measured uses the capture's peak FLOP rate and HBM bandwidth";
+    pub const NO_MXU_STAT: &str =
+        "the capture has no matrix_unit_utilization_percent stat on /host:CPU (XProf prints 0)";
+    pub const NO_HBM_STAT: &str =
+        "the capture has no hbm_utilization_percent stat on /host:CPU (XProf prints 0)";
+    pub const NO_FRAMEWORK_OPS: &str =
+        "no framework ops on host or device (0 of 0; XProf prints 0)";
+    pub const NO_HOST_OPS: &str =
+        "XProf computes host idle time only for TPU captures (prints 0 elsewhere)";
+}
+
+fn null_with(m: &mut Map<String, Value>, key: &str, reason: &str, measured: Option<Value>) {
+    m.insert(key.into(), Value::Null);
+    m.insert(format!("{key}_reason"), Value::from(reason));
+    if let Some(v) = measured {
+        m.insert(format!("{key}_measured"), v);
+    }
+}
+
+/// A custom call whose FLOPs XProf does not count (placeholder 0).
+pub fn is_flops_placeholder(op: &OpMetrics) -> bool {
+    op.category == "custom-call" && op.flops == 0
+}
+
+/// `hlo_op_name`: the text before ` = ` of the expression, `%` stripped; else the name.
+pub fn hlo_op_name(op: &OpMetrics) -> String {
+    if let Some((lhs, _)) = op.long_name.split_once(" = ") {
+        return lhs.trim_start_matches('%').to_string();
+    }
+    op.name.clone()
+}
+
+/// The roofline resources of one op or program aggregate.
+#[derive(Clone, Debug, Default)]
+pub struct Roofline {
+    pub measured_flop_rate: f64,
+    pub model_flop_rate: f64,
+    pub measured_memory_bw: f64,
+    pub hbm_bw: f64,
+    pub cmem_read_bw: f64,
+    pub cmem_write_bw: f64,
+    pub vmem_read_bw: f64,
+    pub vmem_write_bw: f64,
+    pub operational_intensity: f64,
+    pub hbm_operational_intensity: f64,
+    pub cmem_read_operational_intensity: f64,
+    pub cmem_write_operational_intensity: f64,
+    pub vmem_read_operational_intensity: f64,
+    pub vmem_write_operational_intensity: f64,
+    pub bottleneck_operational_intensity: f64,
+    pub bound_by: &'static str,
+    pub compute_efficiency: f64,
+    pub max_mem_bw_utilization: f64,
+    pub roofline_efficiency: f64,
+    pub optimal_flop_rate: f64,
+}
+
+/// XProf `SetRooflineMetrics` + the roofline record's utilisations, for `flops`, `model_flops`
+/// and `bytes` over `time_ps`.
+pub fn roofline(
+    op: &OpMetrics,
+    flops: f64,
+    model_flops: f64,
+    bytes: u64,
+    perf: Option<&PerfEnv>,
+    hw: HardwareType,
+) -> Roofline {
+    let t_ns = op.time_ps as f64 / 1000.0;
+    let mut r = Roofline {
+        measured_flop_rate: safe_div(flops, t_ns),
+        model_flop_rate: safe_div(model_flops, t_ns),
+        measured_memory_bw: safe_div(bytes as f64, t_ns) / GIB_PER_GB,
+        operational_intensity: safe_div(flops, bytes as f64),
+        bound_by: "Unknown",
+        ..Default::default()
+    };
+    let hbm = if op.memory_accessed.is_empty() {
+        bytes
+    } else {
+        op.hbm_bytes()
+    };
+    let cr = op.bytes_in(MEMORY_SPACE_CMEM, AccessKind::Read);
+    let cw = op.bytes_in(MEMORY_SPACE_CMEM, AccessKind::Write);
+    let vr = op.bytes_in(MEMORY_SPACE_VMEM, AccessKind::Read);
+    let vw = op.bytes_in(MEMORY_SPACE_VMEM, AccessKind::Write);
+    let bw = |b: u64| safe_div(b as f64, t_ns) / GIB_PER_GB;
+    r.hbm_bw = bw(hbm);
+    r.cmem_read_bw = bw(cr);
+    r.cmem_write_bw = bw(cw);
+    r.vmem_read_bw = bw(vr);
+    r.vmem_write_bw = bw(vw);
+    r.hbm_operational_intensity = safe_div(flops, hbm as f64);
+    r.cmem_read_operational_intensity = safe_div(flops, cr as f64);
+    r.cmem_write_operational_intensity = safe_div(flops, cw as f64);
+    r.vmem_read_operational_intensity = safe_div(flops, vr as f64);
+    r.vmem_write_operational_intensity = safe_div(flops, vw as f64);
+    let Some(p) = perf else { return r };
+    let peak_flops = p.peak_tflops * 1000.0;
+    let gib = |gb: f64| gb / GIB_PER_GB;
+    let mut util = 0.0;
+    let mut consider = |name: &'static str, u: f64, oi: f64, r: &mut Roofline| {
+        if util < u {
+            util = u;
+            r.bound_by = name;
+            r.bottleneck_operational_intensity = oi;
+        }
+    };
+    let fu = safe_div(r.measured_flop_rate, peak_flops);
+    consider("Compute", fu, r.operational_intensity, &mut r);
+    let hu = safe_div(r.hbm_bw, gib(p.peak_bws_gbps[0]));
+    consider("HBM", hu, r.hbm_operational_intensity, &mut r);
+    if hw == HardwareType::Tpu {
+        for (name, b, rate, peak, oi) in [
+            (
+                "CMEM Read",
+                cr,
+                r.cmem_read_bw,
+                p.peak_bws_gbps[3],
+                r.cmem_read_operational_intensity,
+            ),
+            (
+                "CMEM Write",
+                cw,
+                r.cmem_write_bw,
+                p.peak_bws_gbps[4],
+                r.cmem_write_operational_intensity,
+            ),
+            (
+                "VMEM Read",
+                vr,
+                r.vmem_read_bw,
+                p.peak_bws_gbps[5],
+                r.vmem_read_operational_intensity,
+            ),
+            (
+                "VMEM Write",
+                vw,
+                r.vmem_write_bw,
+                p.peak_bws_gbps[6],
+                r.vmem_write_operational_intensity,
+            ),
+        ] {
+            if b > 0 && peak > 0.0 {
+                consider(name, safe_div(rate, gib(peak)), oi, &mut r);
+            }
+        }
+    } else if hw == HardwareType::Gpu && p.peak_bws_gbps[2] > 0.0 {
+        let oi = r.hbm_operational_intensity;
+        consider(
+            "Shm/L1",
+            safe_div(r.hbm_bw, gib(p.peak_bws_gbps[2])),
+            oi,
+            &mut r,
+        );
+    }
+    let dev = device_envelope(p, hw);
+    let cmem_r = if dev.has_cmem {
+        safe_div(r.cmem_read_bw, dev.peak_cmem_read_bw)
+    } else {
+        0.0
+    };
+    let cmem_w = if dev.has_cmem {
+        safe_div(r.cmem_write_bw, dev.peak_cmem_write_bw)
+    } else {
+        0.0
+    };
+    let vmem_r = if dev.has_merged_vmem {
+        safe_div(r.vmem_read_bw, dev.peak_vmem_read_bw)
+    } else {
+        0.0
+    };
+    let vmem_w = if dev.has_merged_vmem {
+        safe_div(r.vmem_write_bw, dev.peak_vmem_write_bw)
+    } else {
+        0.0
+    };
+    r.compute_efficiency = fu;
+    r.max_mem_bw_utilization = [cmem_r, cmem_w, hu, vmem_r, vmem_w]
+        .into_iter()
+        .fold(0.0, f64::max);
+    r.roofline_efficiency = r.max_mem_bw_utilization.max(fu);
+    r.optimal_flop_rate = safe_div(r.measured_flop_rate, r.roofline_efficiency);
+    r
+}
+
+/// The roofline database's device envelope (XProf `InitializeRooflineModelDatabaseFromOpStats`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DeviceEnvelope {
+    pub megacore: bool,
+    pub has_cmem: bool,
+    pub has_merged_vmem: bool,
+    pub peak_flop_rate: f64,
+    pub peak_hbm_bw: f64,
+    pub peak_cmem_read_bw: f64,
+    pub peak_cmem_write_bw: f64,
+    pub peak_vmem_read_bw: f64,
+    pub peak_vmem_write_bw: f64,
+}
+
+impl DeviceEnvelope {
+    pub fn ridge(&self, peak_bw_gib: f64) -> f64 {
+        safe_div(self.peak_flop_rate, peak_bw_gib * GIB_PER_GB)
+    }
+}
+
+pub fn device_envelope(p: &PerfEnv, hw: HardwareType) -> DeviceEnvelope {
+    let gib = |gb: f64| gb / GIB_PER_GB;
+    let mut d = DeviceEnvelope {
+        peak_flop_rate: p.peak_tflops * 1000.0,
+        peak_hbm_bw: gib(p.peak_bws_gbps[0]),
+        ..Default::default()
+    };
+    match hw {
+        HardwareType::Tpu => {
+            d.megacore = p.has_megacore;
+            d.has_cmem = p.has_cmem;
+            d.has_merged_vmem = p.has_merged_vmem;
+            if d.has_cmem {
+                d.peak_cmem_read_bw = gib(p.peak_bws_gbps[3]);
+                d.peak_cmem_write_bw = gib(p.peak_bws_gbps[4]);
+            } else if d.has_merged_vmem {
+                d.peak_vmem_read_bw = gib(p.peak_bws_gbps[5]);
+                d.peak_vmem_write_bw = gib(p.peak_bws_gbps[6]);
+            }
+        }
+        HardwareType::Gpu => {
+            d.has_merged_vmem = true;
+            d.peak_vmem_read_bw = gib(p.peak_bws_gbps[1]);
+            d.peak_vmem_write_bw = gib(p.peak_bws_gbps[2]);
+        }
+        HardwareType::CpuOnly => {}
+    }
+    d
+}
+
+/// Device information: the roofline `p` properties with full-precision numbers, plus XProf's
+/// 6-significant-digit strings under `xprof_strings`. `None` for CPU-only captures.
+pub fn device_information(s: &OpStats) -> Option<Value> {
+    let p = s.perf_env.as_ref()?;
+    let hw = s.run_env.hardware_type;
+    let d = device_envelope(p, hw);
+    let tsm = safe_div(
+        s.device_db.normalized_total_op_time_ps as f64,
+        s.device_db.total_op_time_ps as f64,
+    );
+    let b = |x: bool| if x { 1.0 } else { 0.0 };
+    let fields: Vec<(&str, f64)> = vec![
+        ("megacore", b(d.megacore)),
+        ("has_cmem", b(d.has_cmem)),
+        ("has_merged_vmem", b(d.has_merged_vmem)),
+        ("peak_flop_rate", d.peak_flop_rate),
+        ("peak_hbm_bw", d.peak_hbm_bw),
+        ("peak_cmem_read_bw", d.peak_cmem_read_bw),
+        ("peak_cmem_write_bw", d.peak_cmem_write_bw),
+        ("peak_vmem_read_bw", d.peak_vmem_read_bw),
+        ("peak_vmem_write_bw", d.peak_vmem_write_bw),
+        ("hbm_ridge_point", d.ridge(d.peak_hbm_bw)),
+        ("cmem_read_ridge_point", d.ridge(d.peak_cmem_read_bw)),
+        ("cmem_write_ridge_point", d.ridge(d.peak_cmem_write_bw)),
+        ("vmem_read_ridge_point", d.ridge(d.peak_vmem_read_bw)),
+        ("vmem_write_ridge_point", d.ridge(d.peak_vmem_write_bw)),
+        ("time_scale_multiplier", tsm),
+    ];
+    let mut m = Map::new();
+    m.insert(
+        "device_type".into(),
+        Value::from(s.run_env.device_type.clone()),
+    );
+    let mut strings = Map::new();
+    strings.insert(
+        "device_type".into(),
+        Value::from(s.run_env.device_type.clone()),
+    );
+    for (k, v) in fields {
+        m.insert(k.into(), json!(v));
+        strings.insert(k.into(), Value::from(g6(v)));
+    }
+    m.insert(
+        "units".into(),
+        json!({"peak_flop_rate": "GFLOP/s", "peak_*_bw": "GiB/s", "*_ridge_point": "FLOP/byte"}),
+    );
+    m.insert("xprof_strings".into(), Value::Object(strings));
+    Some(Value::Object(m))
+}
+
+/// One hlo_stats row (XProf column ids) for `op`, ranked among `db`'s ops.
+fn hlo_stats_row(
+    s: &OpStats,
+    op: &OpMetrics,
+    rank: usize,
+    total_us: f64,
+    cum: &mut f64,
+) -> Map<String, Value> {
+    let hw = s.run_env.hardware_type;
+    let perf = s.perf_env.as_ref();
+    let r = roofline(
+        op,
+        op.flops as f64,
+        op.model_flops as f64,
+        op.bytes_accessed,
+        perf,
+        hw,
+    );
+    let self_us = ps_to_us(op.self_time_ps);
+    let pct = 100.0 * safe_div(self_us, total_us);
+    *cum += pct;
+    let occ = op.occurrences as f64;
+    let mut m = Map::new();
+    m.insert("rank".into(), json!(rank));
+    m.insert("program_id".into(), json!(op.program_id.to_string()));
+    m.insert("category".into(), json!(op.category));
+    m.insert("hlo_op_name".into(), json!(hlo_op_name(op)));
+    m.insert(
+        "hlo_op_expression".into(),
+        json!(if op.long_name.is_empty() {
+            &op.name
+        } else {
+            &op.long_name
+        }),
+    );
+    m.insert("tf_op_name".into(), json!(op.provenance));
+    m.insert("occurrences".into(), json!(op.occurrences));
+    m.insert("total_time".into(), json!(ps_to_us(op.time_ps)));
+    m.insert(
+        "avg_time".into(),
+        json!(safe_div(ps_to_us(op.time_ps), occ)),
+    );
+    m.insert("total_self_time".into(), json!(self_us));
+    m.insert("avg_self_time".into(), json!(safe_div(self_us, occ)));
+    m.insert("total_time_ps".into(), json!(op.time_ps));
+    m.insert("total_self_time_ps".into(), json!(op.self_time_ps));
+    m.insert("total_self_time_percent".into(), json!(pct));
+    m.insert("cumulative_total_self_time_percent".into(), json!(*cum));
+    m.insert(
+        "dma_stall_percent".into(),
+        json!(safe_div(op.dma_stall_ps as f64, op.time_ps as f64)),
+    );
+    let placeholder = is_flops_placeholder(op);
+    let mr = roofline(
+        op,
+        op.event_flops as f64,
+        op.event_model_flops.max(op.event_flops) as f64,
+        op.event_bytes_accessed,
+        perf,
+        hw,
+    );
+    let t_ns = op.time_ps as f64 / 1000.0;
+    let normalized = if op.normalized_time_ps == 0 {
+        r.measured_flop_rate
+    } else {
+        r.measured_flop_rate * safe_div(op.time_ps as f64, op.normalized_time_ps as f64)
+    };
+    if placeholder {
+        let measured = |v: f64| (op.event_flops > 0).then(|| json!(v));
+        null_with(
+            &mut m,
+            "model_flop_rate",
+            reasons::CUSTOM_CALL_FLOPS,
+            measured(mr.model_flop_rate),
+        );
+        null_with(
+            &mut m,
+            "normalized_flop_rate",
+            reasons::CUSTOM_CALL_FLOPS,
+            measured(mr.measured_flop_rate),
+        );
+        null_with(
+            &mut m,
+            "flops",
+            reasons::CUSTOM_CALL_FLOPS,
+            measured(op.event_flops as f64),
+        );
+    } else {
+        m.insert("model_flop_rate".into(), json!(r.model_flop_rate));
+        m.insert("normalized_flop_rate".into(), json!(normalized));
+        m.insert("flops".into(), json!(op.flops));
+    }
+    m.insert("model_flops".into(), json!(op.model_flops));
+    m.insert("bytes_accessed".into(), json!(op.bytes_accessed));
+    m.insert("measured_memory_bw".into(), json!(r.measured_memory_bw));
+    m.insert("hbm_bw".into(), json!(r.hbm_bw));
+    m.insert("cmem_read_bw".into(), json!(r.cmem_read_bw));
+    m.insert("cmem_write_bw".into(), json!(r.cmem_write_bw));
+    m.insert(
+        "operational_intensity".into(),
+        json!(r.operational_intensity),
+    );
+    m.insert("bound_by".into(), json!(r.bound_by));
+    if placeholder && op.event_flops > 0 {
+        m.insert("bound_by_measured".into(), json!(mr.bound_by));
+        m.insert(
+            "measured_flops_per_ns".into(),
+            json!(safe_div(op.event_flops as f64, t_ns)),
+        );
+    }
+    let remat = op
+        .long_name
+        .split('=')
+        .next()
+        .is_some_and(|l| l.contains(".remat"))
+        || op.provenance.contains("/rematted_computation/");
+    m.insert(
+        "hlo_rematerialization".into(),
+        json!(if remat { "Yes" } else { "No" }),
+    );
+    m.insert("outside_compilation".into(), json!("No"));
+    m.insert("autotuned".into(), json!("No"));
+    m.insert(
+        "source_info".into(),
+        json!(if op.source_file.is_empty() {
+            String::new()
+        } else {
+            format!("{}:{}", op.source_file, op.source_line)
+        }),
+    );
+    m.insert("source_stack".into(), json!(op.source_stack));
+    m.insert("core_type".into(), json!(op.core_type.label()));
+    m.insert("parent_op_name".into(), json!(""));
+    m.insert("vdd_energy".into(), json!(op.vdd_energy_j));
+    m
+}
+
+/// hlo_stats rows of a database (self time desc, then name; IDLE skipped).
+pub fn hlo_stats_of(s: &OpStats, db: &OpMetricsDb) -> Vec<Map<String, Value>> {
+    let total_us = ps_to_us(db.total_time_ps);
+    let mut cum = 0.0;
+    db.sorted_ops()
+        .into_iter()
+        .enumerate()
+        .map(|(i, op)| hlo_stats_row(s, op, i + 1, total_us, &mut cum))
+        .collect()
+}
+
+/// The roofline model: device envelope and records (`Total` + `Average`, with and without
+/// infeed/outfeed, as XProf emits them).
+pub fn roofline_model(s: &OpStats) -> (Map<String, Value>, Vec<Map<String, Value>>) {
+    let hw = s.run_env.hardware_type;
+    let perf = s.perf_env.clone().unwrap_or_default();
+    let mut records = Vec::new();
+    let db = &s.device_db;
+    let n_steps = s.steps.steps.len() as f64;
+    let cores = s.run_env.device_core_count as f64;
+    for include_io in [true, false] {
+        let io_time: u64 = if include_io {
+            0
+        } else {
+            db.metrics
+                .iter()
+                .filter(|m| !may_have_inner_ops(&m.category) && is_infeed_outfeed(&m.category))
+                .map(|m| m.time_ps)
+                .sum()
+        };
+        let total_ps = db.total_time_ps.saturating_sub(io_time);
+        for (step, avg) in [("Total", false), ("Average", true)] {
+            let mut prog = OpMetrics {
+                name: "Program".into(),
+                category: "Program".into(),
+                occurrences: 1,
+                ..Default::default()
+            };
+            if !avg || !s.steps.steps.is_empty() {
+                for m in &db.metrics {
+                    if m.is_idle() || may_have_inner_ops(&m.category) {
+                        continue;
+                    }
+                    if !include_io && is_infeed_outfeed(&m.category) {
+                        continue;
+                    }
+                    let mut agg = m.clone();
+                    agg.occurrences = 0;
+                    prog.flops += agg.flops;
+                    prog.model_flops += agg.model_flops;
+                    prog.bytes_accessed += agg.bytes_accessed;
+                    prog.event_flops += agg.event_flops;
+                    for b in &agg.memory_accessed {
+                        match prog
+                            .memory_accessed
+                            .iter_mut()
+                            .find(|d| d.kind == b.kind && d.memory_space == b.memory_space)
+                        {
+                            Some(d) => d.bytes += b.bytes,
+                            None => prog.memory_accessed.push(*b),
+                        }
+                    }
+                }
+                prog.time_ps = total_ps;
+            }
+            let mut rec = roofline_record(s, &prog, step, 0, total_ps, include_io, &perf, hw);
+            if avg {
+                for k in ["total_time", "total_self_time", "total_time_per_core"] {
+                    let v = rec[k].as_f64().unwrap_or(0.0);
+                    rec.insert(k.into(), json!(safe_div(v, n_steps)));
+                }
+            }
+            rec.insert("total_self_time_percent".into(), json!(0.0));
+            rec.insert("cumulative_total_self_time_percent".into(), json!(0.0));
+            records.push(rec);
+            if avg {
+                continue;
+            }
+            let mut cum = 0.0;
+            let total_us = ps_to_us(total_ps);
+            let mut rank = 0;
+            for op in db.sorted_ops().into_iter().take(1000) {
+                if !include_io && is_infeed_outfeed(&op.category) {
+                    continue;
+                }
+                rank += 1;
+                let mut rec =
+                    roofline_record(s, op, "Total", rank, total_ps, include_io, &perf, hw);
+                let frac = safe_div(ps_to_us(op.self_time_ps), total_us);
+                cum += frac;
+                rec.insert("total_self_time_percent".into(), json!(frac));
+                rec.insert("cumulative_total_self_time_percent".into(), json!(cum));
+                records.push(rec);
+            }
+        }
+    }
+    let _ = cores;
+    let mut dev = Map::new();
+    if let Some(info) = device_information(s)
+        && let Some(st) = info.get("xprof_strings").and_then(Value::as_object)
+    {
+        dev = st.clone();
+    }
+    (dev, records)
+}
+
+fn is_infeed_outfeed(cat: &str) -> bool {
+    cat.contains("infeed") || cat.contains("outfeed")
+}
+
+#[allow(clippy::too_many_arguments)]
+fn roofline_record(
+    s: &OpStats,
+    op: &OpMetrics,
+    step: &str,
+    rank: usize,
+    total_ps: u64,
+    include_io: bool,
+    perf: &PerfEnv,
+    hw: HardwareType,
+) -> Map<String, Value> {
+    let r = roofline(
+        op,
+        op.flops as f64,
+        op.model_flops as f64,
+        op.bytes_accessed,
+        Some(perf),
+        hw,
+    );
+    let occ = op.occurrences as f64;
+    let mut m = Map::new();
+    m.insert("step".into(), json!(step));
+    m.insert("rank".into(), json!(rank));
+    m.insert("category".into(), json!(op.category));
+    m.insert("operation".into(), json!(op.name));
+    m.insert("occurrences".into(), json!(op.occurrences));
+    m.insert("total_time".into(), json!(ps_to_us(op.time_ps)));
+    m.insert(
+        "avg_time".into(),
+        json!(safe_div(ps_to_us(op.time_ps), occ)),
+    );
+    m.insert("total_self_time".into(), json!(ps_to_us(op.self_time_ps)));
+    m.insert(
+        "avg_self_time".into(),
+        json!(safe_div(ps_to_us(op.self_time_ps), occ)),
+    );
+    m.insert("total_time_ps".into(), json!(op.time_ps));
+    m.insert("total_self_time_ps".into(), json!(op.self_time_ps));
+    m.insert(
+        "dma_stall_percent".into(),
+        json!(safe_div(op.dma_stall_ps as f64, op.time_ps as f64)),
+    );
+    let placeholder = is_flops_placeholder(op) && op.name != "Program";
+    if placeholder {
+        let mr = roofline(
+            op,
+            op.event_flops as f64,
+            op.event_flops as f64,
+            op.event_bytes_accessed,
+            Some(perf),
+            hw,
+        );
+        let measured = |v: f64| (op.event_flops > 0).then(|| json!(v));
+        null_with(
+            &mut m,
+            "measured_flop_rate",
+            reasons::CUSTOM_CALL_FLOPS,
+            measured(mr.measured_flop_rate),
+        );
+        null_with(
+            &mut m,
+            "model_flop_rate",
+            reasons::CUSTOM_CALL_FLOPS,
+            measured(mr.model_flop_rate),
+        );
+        if op.event_flops > 0 {
+            m.insert("bound_by_measured".into(), json!(mr.bound_by));
+            m.insert(
+                "compute_efficiency_measured".into(),
+                json!(mr.compute_efficiency),
+            );
+        }
+    } else {
+        m.insert("measured_flop_rate".into(), json!(r.measured_flop_rate));
+        m.insert("model_flop_rate".into(), json!(r.model_flop_rate));
+    }
+    for (k, v) in [
+        ("measured_memory_bw", r.measured_memory_bw),
+        ("hbm_bw", r.hbm_bw),
+        ("cmem_read_bw", r.cmem_read_bw),
+        ("cmem_write_bw", r.cmem_write_bw),
+        ("vmem_read_bw", r.vmem_read_bw),
+        ("vmem_write_bw", r.vmem_write_bw),
+        ("operational_intensity", r.operational_intensity),
+        ("hbm_operational_intensity", r.hbm_operational_intensity),
+        (
+            "cmem_read_operational_intensity",
+            r.cmem_read_operational_intensity,
+        ),
+        (
+            "cmem_write_operational_intensity",
+            r.cmem_write_operational_intensity,
+        ),
+        (
+            "vmem_read_operational_intensity",
+            r.vmem_read_operational_intensity,
+        ),
+        (
+            "vmem_write_operational_intensity",
+            r.vmem_write_operational_intensity,
+        ),
+        (
+            "bottleneck_operational_intensity",
+            r.bottleneck_operational_intensity,
+        ),
+    ] {
+        m.insert(k.into(), json!(v));
+    }
+    m.insert("bound_by".into(), json!(r.bound_by));
+    m.insert(
+        "total_time_per_core".into(),
+        json!(safe_div(
+            ps_to_us(op.time_ps),
+            s.run_env.device_core_count as f64
+        )),
+    );
+    m.insert(
+        "total_time_in_percentage".into(),
+        json!(safe_div(op.time_ps as f64, total_ps as f64)),
+    );
+    m.insert("optimal_flop_rate".into(), json!(r.optimal_flop_rate));
+    m.insert("roofline_efficiency".into(), json!(r.roofline_efficiency));
+    m.insert("compute_efficiency".into(), json!(r.compute_efficiency));
+    m.insert(
+        "max_mem_bw_utilization".into(),
+        json!(r.max_mem_bw_utilization),
+    );
+    m.insert("include_infeed_outfeed".into(), json!(include_io));
+    m.insert("hlo_module_id".into(), json!(op.program_id.to_string()));
+    m.insert(
+        "source_info".into(),
+        json!(if op.source_file.is_empty() {
+            String::new()
+        } else {
+            format!("{}:{}", op.source_file, op.source_line)
+        }),
+    );
+    m
+}
+
+/// XProf's framework-op database from a device database (`CreateTfMetricsDbFromDeviceOpMetricsDb`):
+/// ops grouped by provenance (name, type); occurrences = max of the members'.
+pub fn framework_op_db(device: &OpMetricsDb, with_idle: bool) -> OpMetricsDb {
+    let mut ops: Vec<OpMetrics> = Vec::new();
+    for m in &device.metrics {
+        let (name, kind) = if m.is_idle() {
+            if !with_idle {
+                continue;
+            }
+            ("IDLE".to_string(), "IDLE".to_string())
+        } else if m.provenance.is_empty() {
+            (m.name.clone(), "Unknown".to_string())
+        } else {
+            let t = parse_tf_op(&m.provenance);
+            (
+                t.name.to_string(),
+                if t.kind.is_empty() {
+                    "Unknown".into()
+                } else {
+                    t.kind.to_string()
+                },
+            )
+        };
+        let op = match ops.iter_mut().find(|o| o.name == name) {
+            Some(o) => o,
+            None => {
+                ops.push(OpMetrics {
+                    name,
+                    category: kind,
+                    ..Default::default()
+                });
+                ops.last_mut().expect("pushed")
+            }
+        };
+        op.is_eager = m.is_eager;
+        op.occurrences = op.occurrences.max(m.occurrences);
+        op.time_ps += m.time_ps;
+        op.self_time_ps += m.self_time_ps;
+        op.flops += m.flops;
+        op.model_flops += m.model_flops;
+        op.bytes_accessed += m.bytes_accessed;
+        op.core_type = m.core_type;
+    }
+    OpMetricsDb {
+        metrics: ops,
+        total_op_time_ps: device.total_op_time_ps,
+        total_time_ps: if with_idle {
+            device.total_time_ps
+        } else {
+            device.total_op_time_ps
+        },
+        ..Default::default()
+    }
+}
+
+fn mean_sd(v: &[f64]) -> (f64, f64) {
+    if v.is_empty() {
+        return (0.0, 0.0);
+    }
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n;
+    (mean, var.sqrt())
+}
+
+/// The overview page's numbers: `performance_summary` and `run_environment` (XProf's strings),
+/// the step summary, and — for CPU captures — the host-executed ops summary.
+pub fn overview(s: &OpStats) -> Map<String, Value> {
+    let hw = s.run_env.hardware_type;
+    let mut ps = Map::new();
+    let device_tf = framework_op_db(&s.device_db, false);
+    let host_ops: u64 = s.host_db.metrics.iter().map(|m| m.occurrences).sum();
+    let dev_ops: u64 = device_tf.metrics.iter().map(|m| m.occurrences).sum();
+    let eager = |db: &OpMetricsDb| {
+        let (tot, eag) =
+            db.metrics
+                .iter()
+                .filter(|m| !m.is_idle())
+                .fold((0u64, 0u64), |(t, e), m| {
+                    (
+                        t + m.self_time_ps,
+                        e + if m.is_eager { m.self_time_ps } else { 0 },
+                    )
+                });
+        100.0 * safe_div(eag as f64, tot as f64)
+    };
+    if hw == HardwareType::Tpu {
+        let busy = s.duty_busy_ps as f64;
+        let duty = 100.0 * safe_div(busy, busy + s.duty_idle_ps as f64);
+        ps.insert("device_duty_cycle_percent".into(), json!(percent(duty)));
+        ps.insert("device_duty_cycle_busy_ps".into(), json!(s.duty_busy_ps));
+        ps.insert("device_duty_cycle_idle_ps".into(), json!(s.duty_idle_ps));
+        ps.insert(
+            "idle_time_high_confidence_ps".into(),
+            json!(g6(s.duty_idle_ps as f64)),
+        );
+        ps.insert(
+            "device_idle_time_percent".into(),
+            json!(percent(100.0 * s.device_db.idle_ratio())),
+        );
+        ps.insert(
+            "host_idle_time_percent".into(),
+            json!(percent(100.0 * s.host_db.idle_ratio())),
+        );
+    } else if hw == HardwareType::Gpu {
+        ps.insert(
+            "device_idle_time_percent".into(),
+            json!(percent(100.0 * s.device_db.idle_ratio())),
+        );
+        null_with(
+            &mut ps,
+            "host_idle_time_percent",
+            reasons::NO_HOST_OPS,
+            None,
+        );
+    } else {
+        null_with(
+            &mut ps,
+            "device_duty_cycle_percent",
+            reasons::NO_DEVICE,
+            None,
+        );
+        null_with(
+            &mut ps,
+            "device_idle_time_percent",
+            reasons::NO_DEVICE,
+            None,
+        );
+        let measured = s
+            .host_xla_db
+            .as_ref()
+            .map(|d| json!(percent(100.0 * d.idle_ratio())));
+        null_with(
+            &mut ps,
+            "host_idle_time_percent",
+            reasons::NO_HOST_OPS,
+            measured,
+        );
+    }
+    ps.insert(
+        "device_total_time_ps".into(),
+        json!(s.device_db.total_time_ps),
+    );
+    ps.insert(
+        "device_op_time_ps".into(),
+        json!(s.device_db.total_op_time_ps),
+    );
+    if host_ops + dev_ops == 0 {
+        null_with(
+            &mut ps,
+            "host_tf_op_percent",
+            reasons::NO_FRAMEWORK_OPS,
+            None,
+        );
+        null_with(
+            &mut ps,
+            "device_tf_op_percent",
+            reasons::NO_FRAMEWORK_OPS,
+            None,
+        );
+    } else {
+        let tot = (host_ops + dev_ops) as f64;
+        ps.insert(
+            "host_tf_op_percent".into(),
+            json!(percent(100.0 * host_ops as f64 / tot)),
+        );
+        ps.insert(
+            "device_tf_op_percent".into(),
+            json!(percent(100.0 * dev_ops as f64 / tot)),
+        );
+    }
+    ps.insert(
+        "host_op_time_eager_percent".into(),
+        json!(percent(eager(&s.host_db))),
+    );
+    ps.insert(
+        "device_op_time_eager_percent".into(),
+        json!(percent(eager(&device_tf))),
+    );
+    // Roofline-relative utilisation: XProf's open-source build passes no limits (prints 0).
+    let measured = roofline_utilization(s);
+    null_with(
+        &mut ps,
+        "flop_rate_utilization_relative_to_roofline",
+        if hw == HardwareType::CpuOnly {
+            reasons::NO_DEVICE
+        } else {
+            reasons::ROOFLINE_LIMITS
+        },
+        measured.map(|(f, _)| json!(format!("{f:.1}%"))),
+    );
+    null_with(
+        &mut ps,
+        "memory_bw_utilization_relative_to_hw_limit",
+        if hw == HardwareType::CpuOnly {
+            reasons::NO_DEVICE
+        } else {
+            reasons::ROOFLINE_LIMITS
+        },
+        measured.map(|(_, m)| json!(format!("{m:.1}%"))),
+    );
+    match s.mxu_utilization_percent {
+        Some(v) => {
+            ps.insert("mxu_utilization_percent".into(), json!(percent(v)));
+        }
+        None => null_with(
+            &mut ps,
+            "mxu_utilization_percent",
+            reasons::NO_MXU_STAT,
+            None,
+        ),
+    }
+    match s.hbm_utilization_percent {
+        Some(v) => {
+            ps.insert("hbm_utilization_percent".into(), json!(percent(v)));
+        }
+        None => null_with(
+            &mut ps,
+            "hbm_utilization_percent",
+            reasons::NO_HBM_STAT,
+            None,
+        ),
+    }
+    // Step time (XProf's steps only).
+    let steps = &s.steps.complete_steps;
+    let fmt = |v: f64| {
+        if hw == HardwareType::Tpu {
+            two_digits(v)
+        } else {
+            one_digit(v)
+        }
+    };
+    if steps.is_empty() {
+        for k in [
+            "steptime_ms_average",
+            "steptime_ms_standard_deviation",
+            "steptime_ms_minimum",
+            "steptime_ms_maximum",
+        ] {
+            null_with(&mut ps, k, reasons::NO_STEPS, None);
+        }
+    } else {
+        let ms: Vec<f64> = steps
+            .iter()
+            .map(|st| st.duration_ps() as f64 / 1e9)
+            .collect();
+        let (mean, sd) = mean_sd(&ms);
+        let min = ms.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = ms.iter().copied().fold(0.0, f64::max);
+        ps.insert("steptime_ms_average".into(), json!(fmt(mean)));
+        ps.insert("steptime_ms_standard_deviation".into(), json!(fmt(sd)));
+        ps.insert("steptime_ms_minimum".into(), json!(fmt(min)));
+        ps.insert("steptime_ms_maximum".into(), json!(fmt(max)));
+        if hw != HardwareType::Tpu {
+            for (i, name) in GENERIC_NAMES.iter().enumerate() {
+                let v: Vec<f64> = steps
+                    .iter()
+                    .map(|st| {
+                        st.per_core.values().map(|c| c.generic_ps[i]).sum::<u64>() as f64 / 1e9
+                    })
+                    .collect();
+                let (m, sd) = mean_sd(&v);
+                let key = generic_key(name);
+                ps.insert(format!("{key}_ms_avg"), json!(one_digit(m)));
+                ps.insert(format!("{key}_ms_sdv"), json!(one_digit(sd)));
+            }
+        }
+    }
+    let mut out = Map::new();
+    out.insert("performance_summary".into(), Value::Object(ps));
+    let mut env = Map::new();
+    env.insert(
+        "device_core_count".into(),
+        json!(s.run_env.device_core_count.to_string()),
+    );
+    env.insert("device_type".into(), json!(s.run_env.device_type));
+    env.insert("hardware_type".into(), json!(hw.as_str()));
+    env.insert("host_count".into(), json!(s.run_env.host_count.to_string()));
+    env.insert(
+        "is_training".into(),
+        json!(s.run_env.is_training.to_string()),
+    );
+    env.insert(
+        "task_count".into(),
+        json!(format!(
+            "{} (num tasks per host = {})",
+            s.run_env.task_count,
+            s.run_env.task_count / s.run_env.host_count.max(1)
+        )),
+    );
+    env.insert("hostnames".into(), json!(s.run_env.hostnames));
+    out.insert("run_environment".into(), Value::Object(env));
+    out.insert("steps".into(), steps_summary(s));
+    out
+}
+
+fn generic_key(name: &str) -> &'static str {
+    match name {
+        "Device compute" => "device_compute_time",
+        "Device to device" => "device_to_device_time",
+        "Device collective communication" => "device_collectives_time",
+        "Host compute" => "host_compute_time",
+        "Kernel launch" => "kernel_launch_time",
+        "Input" => "infeed_time",
+        "Output" => "outfeed_time",
+        "Compilation" => "compile_time",
+        _ => "other_time",
+    }
+}
+
+/// XProf's overview numbers for roofline-relative utilisation, had it been given the
+/// capture's limits: (flop-rate % of roofline, HBM bandwidth % of peak).
+pub fn roofline_utilization(s: &OpStats) -> Option<(f64, f64)> {
+    let p = s.perf_env.as_ref()?;
+    let db = &s.device_db;
+    let mut flops = 0.0;
+    let mut bytes = 0u64;
+    for m in &db.metrics {
+        if m.occurrences == 0 || may_have_inner_ops(&m.category) {
+            continue;
+        }
+        flops += if is_flops_placeholder(m) {
+            m.event_flops as f64
+        } else {
+            m.flops as f64
+        };
+        bytes += m.hbm_bytes();
+    }
+    let t_ns = db.total_time_ps as f64 / 1000.0;
+    let gflops = safe_div(flops, t_ns);
+    let gbps = safe_div(bytes as f64, t_ns);
+    let oi = safe_div(flops, bytes as f64);
+    let peak = p.peak_tflops * 1000.0;
+    let optimal = if bytes == 0 {
+        peak
+    } else {
+        (oi * p.peak_bws_gbps[0]).min(peak)
+    };
+    Some((
+        100.0 * safe_div(gflops, optimal),
+        100.0 * safe_div(gbps, p.peak_bws_gbps[0]),
+    ))
+}
+
+/// Steps as the tools report them: XProf's (with source) and, separately, our inference.
+pub fn steps_summary(s: &OpStats) -> Value {
+    let st = &s.steps;
+    let list = |v: &[crate::steps::Step]| -> Vec<Value> {
+        v.iter()
+            .map(|x| {
+                let mut m = Map::new();
+                m.insert("step_num".into(), json!(x.step_num));
+                m.insert("name".into(), json!(x.name));
+                m.insert("begin_ps".into(), json!(x.begin_ps()));
+                m.insert("duration_ps".into(), json!(x.duration_ps()));
+                m.insert("duration_ms".into(), json!(x.duration_ps() as f64 / 1e9));
+                if s.run_env.hardware_type != HardwareType::Tpu {
+                    let mut b = Map::new();
+                    for (i, n) in GENERIC_NAMES.iter().enumerate() {
+                        let ps: u64 = x.per_core.values().map(|c| c.generic_ps[i]).sum();
+                        b.insert((*n).into(), json!(ps));
+                    }
+                    m.insert("breakdown_ps".into(), Value::Object(b));
+                } else {
+                    let mut b = Map::new();
+                    for c in x.per_core.values() {
+                        for (k, v) in &c.category_ps {
+                            let e = b.entry(k.clone()).or_insert(json!(0u64));
+                            *e = json!(e.as_u64().unwrap_or(0) + v);
+                        }
+                    }
+                    m.insert("category_ps".into(), Value::Object(b));
+                }
+                Value::Object(m)
+            })
+            .collect()
+    };
+    let mut m = Map::new();
+    m.insert("steps_source".into(), json!(st.source.as_str()));
+    m.insert("count".into(), json!(st.steps.len()));
+    m.insert("complete_count".into(), json!(st.complete_steps.len()));
+    m.insert("steps".into(), Value::Array(list(&st.steps)));
+    if st.source == StepsSource::None && !s.steps_inferred.is_empty() {
+        let ms: Vec<f64> = s.steps_inferred.iter().map(|x| x.1 as f64 / 1e9).collect();
+        let (mean, sd) = mean_sd(&ms);
+        m.insert(
+            "steps_inferred".into(),
+            json!({
+                "method": "one step per XLA Modules execution on the first device (ours, not XProf's)",
+                "count": ms.len(),
+                "steptime_ms_average": mean,
+                "steptime_ms_standard_deviation": sd,
+                "steps": s.steps_inferred.iter().enumerate().map(|(i, (b, d, n))| json!({
+                    "index": i, "module": n, "begin_ps": b, "duration_ps": d})).collect::<Vec<_>>(),
+            }),
+        );
+    }
+    Value::Object(m)
+}
+
+/// The database op views read: the device's, or on CPU-only captures the host-executed XLA ops.
+pub fn op_db(s: &OpStats) -> Option<(&OpMetricsDb, bool)> {
+    if s.run_env.hardware_type != HardwareType::CpuOnly {
+        return Some((&s.device_db, false));
+    }
+    s.host_xla_db.as_ref().map(|d| (d, true))
+}
+
+/// One op_profile node's metrics (XProf `op_profile` field names).
+fn node_metrics(op: &OpMetrics, total_ps: u64, perf: Option<&PerfEnv>) -> Value {
+    let t_ns = op.time_ps as f64 / 1000.0;
+    let hbm = op.hbm_bytes();
+    let (flops_util, bw_util) = match perf {
+        Some(p) => (
+            safe_div(op.flops as f64, t_ns) / (p.peak_tflops * 1000.0).max(f64::MIN_POSITIVE),
+            safe_div(hbm as f64, t_ns) / p.peak_bws_gbps[0].max(f64::MIN_POSITIVE),
+        ),
+        None => (0.0, 0.0),
+    };
+    let frac = safe_div(op.time_ps as f64, total_ps as f64);
+    json!({
+        "rawTime": op.time_ps,
+        "selfTimePs": op.self_time_ps,
+        "rawFlops": op.model_flops,
+        "bf16Flops": op.flops,
+        "rawBytesAccessedArray": [hbm, 0, 0],
+        "occurrences": op.occurrences,
+        "avgTimePs": safe_div(op.time_ps as f64, op.occurrences as f64),
+        "normalizedTimePs": op.normalized_time_ps,
+        "timeFraction": frac,
+        "flops": flops_util.min(1.0) * frac,
+        "bandwidthUtils": [bw_util.min(1.0) * frac, 0.0, 0.0],
+    })
+}
+
+fn sum_into(dst: &mut OpMetrics, src: &OpMetrics) {
+    dst.time_ps += src.time_ps;
+    dst.self_time_ps += src.self_time_ps;
+    dst.flops += src.flops;
+    dst.model_flops += src.model_flops;
+    dst.bytes_accessed += src.bytes_accessed;
+    dst.occurrences += src.occurrences;
+    dst.normalized_time_ps += src.normalized_time_ps;
+    dst.event_flops += src.event_flops;
+}
+
+/// op_profile: root → (program →) category → op, with IDLE as a root child when `with_idle`.
+/// `group_by` = "program" or "category".
+pub fn op_profile(s: &OpStats, group_by: &str, with_idle: bool) -> Value {
+    let perf = s.perf_env.as_ref();
+    let Some((db, host_executed)) = op_db(s) else {
+        return json!({"name": "by_".to_string() + group_by, "children": [], "metrics": Value::Null});
+    };
+    let total = if with_idle {
+        db.total_time_ps
+    } else {
+        db.total_op_time_ps
+    };
+    let module_name = |pid: u64| match s.program_names.get(&pid) {
+        Some(n) => format!("{n}({pid})"),
+        None => pid.to_string(),
+    };
+    let op_node = |op: &OpMetrics| {
+        let mut m = json!({
+            "name": op.name,
+            "metrics": node_metrics(op, total, perf),
+            "xla": {
+                "expression": op.long_name,
+                "provenance": op.provenance,
+                "category": op.category,
+                "programId": op.program_id.to_string(),
+                "sourceInfo": {"fileName": op.source_file, "lineNumber": op.source_line, "stackFrame": op.source_stack},
+            },
+        });
+        if is_flops_placeholder(op) {
+            m["metrics"]["rawFlops"] = Value::Null;
+            m["metrics"]["bf16Flops"] = Value::Null;
+            m["metrics"]["rawFlops_reason"] = json!(reasons::CUSTOM_CALL_FLOPS);
+            if op.event_flops > 0 {
+                m["metrics"]["rawFlops_measured"] = json!(op.event_flops);
+            }
+        }
+        m
+    };
+    // Group ops (no IDLE, no ops named region…, deduplicated by deduplicated_name).
+    let mut ops: Vec<&OpMetrics> = db
+        .metrics
+        .iter()
+        .filter(|m| !m.is_idle() && !m.name.starts_with("region"))
+        .collect();
+    ops.sort_by(|a, b| b.time_ps.cmp(&a.time_ps).then(a.name.cmp(&b.name)));
+    let category_nodes = |ops: &[&OpMetrics]| -> (Vec<Value>, OpMetrics) {
+        let mut cats: Vec<(String, OpMetrics, Vec<Value>)> = Vec::new();
+        let mut total_m = OpMetrics::default();
+        for op in ops {
+            let i = match cats.iter().position(|c| c.0 == op.category) {
+                Some(i) => i,
+                None => {
+                    cats.push((op.category.clone(), OpMetrics::default(), Vec::new()));
+                    cats.len() - 1
+                }
+            };
+            sum_into(&mut cats[i].1, op);
+            sum_into(&mut total_m, op);
+            cats[i].2.push(op_node(op));
+        }
+        cats.sort_by(|a, b| b.1.time_ps.cmp(&a.1.time_ps).then(a.0.cmp(&b.0)));
+        let nodes = cats
+            .into_iter()
+            .map(|(name, m, children)| {
+                json!({"name": name, "metrics": node_metrics(&m, total, perf), "numChildren": children.len(), "children": children})
+            })
+            .collect();
+        (nodes, total_m)
+    };
+    let mut children = Vec::new();
+    if with_idle && let Some(idle) = db.metrics.iter().find(|m| m.is_idle()) {
+        children.push(json!({"name": "IDLE", "metrics": node_metrics(idle, total, perf), "children": [], "numChildren": 0}));
+    }
+    let mut root = OpMetrics::default();
+    if group_by == "category" {
+        let (nodes, m) = category_nodes(&ops);
+        sum_into(&mut root, &m);
+        children.extend(nodes);
+    } else {
+        let mut programs: Vec<u64> = ops.iter().map(|o| o.program_id).collect();
+        programs.sort_unstable();
+        programs.dedup();
+        let mut pnodes = Vec::new();
+        for pid in programs {
+            let pops: Vec<&OpMetrics> = ops
+                .iter()
+                .copied()
+                .filter(|o| o.program_id == pid)
+                .collect();
+            let (nodes, m) = category_nodes(&pops);
+            sum_into(&mut root, &m);
+            pnodes.push((
+                m.time_ps,
+                json!({
+                    "name": module_name(pid),
+                    "programId": pid.to_string(),
+                    "metrics": node_metrics(&m, total, perf),
+                    "numChildren": nodes.len(),
+                    "children": nodes,
+                }),
+            ));
+        }
+        pnodes.sort_by(|a, b| b.0.cmp(&a.0));
+        children.extend(pnodes.into_iter().map(|x| x.1));
+    }
+    let mut rm = root.clone();
+    rm.time_ps = total;
+    let mut node = json!({
+        "name": format!("by_{group_by}"),
+        "metrics": node_metrics(&rm, total, perf),
+        "numChildren": children.len(),
+        "children": children,
+    });
+    node["metrics"]["occurrences"] = json!(0);
+    if host_executed {
+        node["host_executed"] = json!(true);
+    }
+    node
+}
+
+/// Combine several databases (used by tools that read per-host results).
+pub fn combine_dbs(dbs: &[&OpMetricsDb]) -> OpMetricsDb {
+    let mut c = DbCombiner::new();
+    for d in dbs {
+        c.combine(d, true);
+    }
+    c.finish()
+}

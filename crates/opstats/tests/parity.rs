@@ -1,0 +1,380 @@
+//! Parity with XProf 2.24.2's converters on the shared corpus (`$XPROF_CORPUS`, else
+//! `<workspace>/../shared`; under `CI` a missing corpus fails).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use xprof_opstats::{OpStats, build, load::load_host, views};
+
+fn corpus() -> Option<PathBuf> {
+    let dir = std::env::var_os("XPROF_CORPUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
+    if dir.join("fixtures").is_dir() {
+        Some(dir)
+    } else if std::env::var_os("CI").is_some() {
+        panic!("corpus missing at {}", dir.display())
+    } else {
+        None
+    }
+}
+
+fn run_dir(c: &Path, fixture: &str) -> PathBuf {
+    match fixture {
+        "seed-v6e" => c.join("fixtures/seed-v6e/logdir/plugins/profile/testrun"),
+        "jax-cpu-matmul" => c.join("fixtures/jax-cpu/logdir/plugins/profile/matmul"),
+        _ => c.join("fixtures/jax-cpu/logdir/plugins/profile/mlp_train"),
+    }
+}
+
+fn stats(c: &Path, fixture: &str) -> OpStats {
+    let dir = run_dir(c, fixture);
+    let hlo: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".hlo_proto.pb"))
+        .collect();
+    let (space, _) = load_host("host0", &dir.join("host0.xplane.pb"), &hlo).unwrap();
+    build(&space)
+}
+
+fn oracle(c: &Path, fixture: &str, view: &str) -> Value {
+    let p = c
+        .join("oracle/xprof-2.24.2")
+        .join(fixture)
+        .join(format!("{view}.json"));
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// DataTable rows as maps of column id → value.
+fn rows(t: &Value) -> Vec<serde_json::Map<String, Value>> {
+    let ids: Vec<String> = t["cols"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_string())
+        .collect();
+    t["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            ids.iter()
+                .cloned()
+                .zip(
+                    r["c"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|c| c.get("v").cloned().unwrap_or(Value::Null)),
+                )
+                .collect()
+        })
+        .collect()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-6 * a.abs().max(b.abs()).max(1e-12) || (a - b).abs() < 1e-9
+}
+
+fn assert_num(ours: &Value, theirs: &Value, what: &str) {
+    let (a, b) = (ours.as_f64(), theirs.as_f64());
+    assert!(
+        a.zip(b).is_some_and(|(a, b)| close(a, b)),
+        "{what}: ours {ours} vs XProf {theirs}"
+    );
+}
+
+#[test]
+fn seed_v6e_hlo_stats_match_xprof() {
+    let Some(c) = corpus() else { return };
+    let s = stats(&c, "seed-v6e");
+    let ours = views::hlo_stats_of(&s, &s.device_db);
+    let theirs = rows(&oracle(&c, "seed-v6e", "hlo_stats"));
+    assert_eq!(ours.len(), theirs.len());
+    for (o, t) in ours.iter().zip(&theirs) {
+        for k in [
+            "program_id",
+            "category",
+            "hlo_op_name",
+            "hlo_op_expression",
+            "tf_op_name",
+            "bound_by",
+            "core_type",
+            "hlo_rematerialization",
+        ] {
+            assert_eq!(o[k], t[k], "{k}");
+        }
+        for k in [
+            "rank",
+            "occurrences",
+            "total_time",
+            "avg_time",
+            "total_self_time",
+            "avg_self_time",
+            "total_self_time_percent",
+            "cumulative_total_self_time_percent",
+            "dma_stall_percent",
+            "measured_memory_bw",
+            "hbm_bw",
+            "cmem_read_bw",
+            "cmem_write_bw",
+            "operational_intensity",
+        ] {
+            assert_num(&o[k], &t[k], k);
+        }
+        // The custom call's FLOP rates are XProf placeholders (0): null + reason + measured.
+        for k in ["model_flop_rate", "normalized_flop_rate"] {
+            assert_eq!(t[k].as_f64(), Some(0.0));
+            assert!(o[k].is_null(), "{k} should be a placeholder");
+            assert!(o[&format!("{k}_reason")].is_string());
+            assert!(o[&format!("{k}_measured")].as_f64().unwrap() > 0.0);
+        }
+        // 3 launches × 1076887552 FLOPs over 227262.5 ns.
+        assert!(close(
+            o["model_flop_rate_measured"].as_f64().unwrap(),
+            3.0 * 1076887552.0 / 227262.5
+        ));
+        assert_eq!(o["total_self_time_ps"], 227262500u64);
+        assert_eq!(o["bound_by_measured"], "Compute");
+    }
+}
+
+#[test]
+fn seed_v6e_roofline_and_device_information_match_xprof() {
+    let Some(c) = corpus() else { return };
+    let s = stats(&c, "seed-v6e");
+    let o = oracle(&c, "seed-v6e", "roofline_model");
+    let (dev, recs) = views::roofline_model(&s);
+    let p = o[0]["p"].as_object().unwrap();
+    for (k, v) in p {
+        assert_eq!(&dev[k], v, "device property {k}");
+    }
+    let theirs = rows(&o[0]);
+    assert_eq!(recs.len(), theirs.len());
+    for (r, t) in recs.iter().zip(&theirs) {
+        for k in [
+            "step",
+            "category",
+            "operation",
+            "bound_by",
+            "include_infeed_outfeed",
+            "hlo_module_id",
+        ] {
+            assert_eq!(r[k], t[k], "{k} of {}", t["operation"]);
+        }
+        for k in [
+            "rank",
+            "occurrences",
+            "total_time",
+            "avg_time",
+            "total_self_time",
+            "avg_self_time",
+            "total_self_time_percent",
+            "cumulative_total_self_time_percent",
+            "hbm_bw",
+            "operational_intensity",
+            "roofline_efficiency",
+            "max_mem_bw_utilization",
+            "total_time_per_core",
+            "total_time_in_percentage",
+        ] {
+            assert_num(
+                &r[k],
+                &t[k],
+                &format!("{k} of {} {}", t["step"], t["operation"]),
+            );
+        }
+        if t["category"] == "custom-call" {
+            assert!(r["measured_flop_rate"].is_null());
+        } else {
+            assert_num(
+                &r["measured_flop_rate"],
+                &t["measured_flop_rate"],
+                "measured_flop_rate",
+            );
+        }
+    }
+    let info = views::device_information(&s).unwrap();
+    assert_eq!(info["device_type"], "TPU v6 Lite");
+    assert!(close(info["peak_flop_rate"].as_f64().unwrap(), 946700.0));
+    assert!(close(
+        info["hbm_ridge_point"].as_f64().unwrap(),
+        946700.0 / 1637.993152512
+    ));
+    for (k, v) in p {
+        assert_eq!(&info["xprof_strings"][k], v, "{k}");
+    }
+}
+
+#[test]
+fn seed_v6e_overview_matches_xprof() {
+    let Some(c) = corpus() else { return };
+    let s = stats(&c, "seed-v6e");
+    let o = oracle(&c, "seed-v6e", "overview_page");
+    let ov = views::overview(&s);
+    let ps = &ov["performance_summary"];
+    let p = o[0]["p"].as_object().unwrap();
+    for k in [
+        "device_duty_cycle_percent",
+        "device_idle_time_percent",
+        "host_idle_time_percent",
+        "device_tf_op_percent",
+        "host_tf_op_percent",
+        "device_op_time_eager_percent",
+        "host_op_time_eager_percent",
+        "idle_time_high_confidence_ps",
+    ] {
+        assert_eq!(ps[k], p[k], "{k}");
+    }
+    // XProf placeholders: null + reason.
+    for k in [
+        "flop_rate_utilization_relative_to_roofline",
+        "mxu_utilization_percent",
+        "steptime_ms_average",
+    ] {
+        assert!(ps[k].is_null(), "{k}");
+        assert!(ps[format!("{k}_reason")].is_string(), "{k}");
+    }
+    assert!(ps["flop_rate_utilization_relative_to_roofline_measured"].is_string());
+    let env = o[2]["p"].as_object().unwrap();
+    for (k, v) in env {
+        assert_eq!(&ov["run_environment"][k], v, "{k}");
+    }
+    assert_eq!(ov["steps"]["steps_source"], "none");
+    assert_eq!(ov["steps"]["steps_inferred"]["count"], 3);
+}
+
+#[test]
+fn seed_v6e_op_profile_matches_xprof() {
+    let Some(c) = corpus() else { return };
+    let s = stats(&c, "seed-v6e");
+    let o = oracle(&c, "seed-v6e", "op_profile");
+    for (key, idle) in [("byProgram", true), ("byProgramExcludeIdle", false)] {
+        let ours = views::op_profile(&s, "program", idle);
+        let theirs = &o[key];
+        assert_eq!(
+            ours["metrics"]["rawTime"], theirs["metrics"]["rawTime"],
+            "{key} root"
+        );
+        let tc: Vec<&Value> = theirs["children"].as_array().unwrap().iter().collect();
+        let oc = ours["children"].as_array().unwrap();
+        assert_eq!(oc.len(), tc.len());
+        for (a, b) in oc.iter().zip(tc) {
+            assert_eq!(a["name"], b["name"]);
+            assert_eq!(a["metrics"]["rawTime"], b["metrics"]["rawTime"]);
+        }
+        let prog = oc.iter().find(|n| n["name"] != "IDLE").unwrap();
+        let cat = &prog["children"][0];
+        assert_eq!(cat["name"], "custom-call");
+        assert_eq!(cat["metrics"]["occurrences"], 3);
+        let op = &cat["children"][0];
+        assert_eq!(op["name"], "matmul_optimized.1");
+        assert_eq!(op["metrics"]["rawTime"], 227262500u64);
+        assert!(op["metrics"]["rawFlops"].is_null());
+        assert_eq!(op["metrics"]["rawFlops_measured"], 3230662656u64);
+    }
+}
+
+#[test]
+fn cpu_captures_match_xprof_and_add_host_executed_ops() {
+    let Some(c) = corpus() else { return };
+    for f in ["jax-cpu-matmul", "jax-cpu-mlp_train"] {
+        let s = stats(&c, f);
+        let o = oracle(&c, f, "overview_page");
+        let ov = views::overview(&s);
+        let env = o[2]["p"].as_object().unwrap();
+        for (k, v) in env {
+            assert_eq!(&ov["run_environment"][k], v, "{f} {k}");
+        }
+        // XProf's device views are empty on CPU; ours show the host-executed XLA ops.
+        assert_eq!(
+            oracle(&c, f, "op_profile")["byProgram"]["children"]
+                .as_array()
+                .unwrap()
+                .len(),
+            0
+        );
+        let db = s.host_xla_db.as_ref().expect("host-executed ops");
+        assert!(db.metrics.iter().any(|m| m.occurrences > 0
+            && m.category != "unknown"
+            && s.program_names.contains_key(&m.program_id)));
+        let prof = views::op_profile(&s, "program", true);
+        assert_eq!(prof["host_executed"], true);
+        assert!(ov["performance_summary"]["device_duty_cycle_percent"].is_null());
+    }
+}
+
+#[test]
+fn mlp_train_steps_follow_xprof_grouping() {
+    let Some(c) = corpus() else { return };
+    let s = stats(&c, "jax-cpu-mlp_train");
+    assert_eq!(s.steps.source, xprof_opstats::steps::StepsSource::HostRoots);
+    // XProf lists all 10 `train` roots in the pod viewer and drops the first and last
+    // ("maybe incomplete") in the overview's step table.
+    let pod = oracle(&c, "jax-cpu-mlp_train", "pod_viewer");
+    assert_eq!(
+        pod["podStatsSequence"]["podStatsMap"]
+            .as_array()
+            .unwrap()
+            .len(),
+        s.steps.steps.len()
+    );
+    let o = oracle(&c, "jax-cpu-mlp_train", "overview_page");
+    let table = rows(&o[1]);
+    let names: Vec<Value> = s
+        .steps
+        .complete_steps
+        .iter()
+        .map(|st| Value::from(st.name.clone()))
+        .collect();
+    let theirs: Vec<Value> = table.iter().map(|r| r["stepnum"].clone()).collect();
+    assert_eq!(names, theirs);
+    // Every step's breakdown accounts for its whole duration.
+    for st in &s.steps.steps {
+        let cs = st.per_core.values().next().unwrap();
+        assert_eq!(cs.generic_ps.iter().sum::<u64>(), cs.duration_ps);
+        assert!(cs.generic_ps[3] > 0, "host compute in {}", st.name);
+    }
+}
+
+#[test]
+#[ignore]
+fn debug_steps() {
+    let c = corpus().unwrap();
+    let s = stats(&c, "jax-cpu-mlp_train");
+    for st in &s.steps.steps {
+        let cs = st.per_core.values().next().unwrap();
+        eprintln!(
+            "{} {} dur={} begin={} generic={:?}",
+            st.step_num, st.name, cs.duration_ps, cs.begin_ps, cs.generic_ps
+        );
+    }
+}
+
+#[test]
+#[ignore]
+fn debug_groups() {
+    let c = corpus().unwrap();
+    let dir = run_dir(&c, "jax-cpu-mlp_train");
+    let (space, _) = load_host("host0", &dir.join("host0.xplane.pb"), &[]).unwrap();
+    let plane = space.plane("/host:CPU").unwrap();
+    let g = xprof_opstats::steps::group_host_events(plane);
+    for (li, line) in plane.lines.iter().enumerate() {
+        let mut n = 0;
+        let mut minb = i64::MAX;
+        let mut maxe = 0;
+        for (ei, e) in line.events.iter().enumerate() {
+            if g.event_group[li][ei] == Some(1) {
+                n += 1;
+                minb = minb.min(e.start_ps);
+                maxe = maxe.max(e.end_ps());
+                let name = &plane.meta(e).name;
+                if xprof_opstats::steps::is_explicit_host_step_marker(name) {
+                    eprintln!("marker {name} {} {}", e.start_ps, e.duration_ps);
+                }
+            }
+        }
+        eprintln!("line {} {}: {n} events [{minb},{maxe}]", line.id, line.name);
+    }
+}
