@@ -1,7 +1,123 @@
-//! `install` and `test`.
-pub fn run(_args: &[String]) -> crate::Result {
-    Err("install: not written yet".into())
+//! `cargo xtask install` and `cargo xtask test`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::root;
+
+/// The packages that make a complete `xprof`: the host and the first-party plugins.
+const PRODUCT: &[&str] = &[
+    "xprof",
+    "xprof-plugin-core",
+    "xprof-plugin-hlo",
+    "xprof-plugin-kernel",
+    "xprof-plugin-example-vendor",
+];
+
+fn cargo() -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(root());
+    c
 }
-pub fn test(_args: &[String]) -> crate::Result {
-    Err("test: not written yet".into())
+
+fn run(mut c: Command, what: &str) -> crate::Result {
+    eprintln!("xtask: {what}");
+    let st = c.status()?;
+    if st.success() {
+        Ok(())
+    } else {
+        Err(format!("{what} failed ({st})").into())
+    }
+}
+
+fn flag_value(args: &[String], name: &str) -> Option<String> {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == name {
+            return it.next().cloned();
+        }
+        if let Some(v) = a.strip_prefix(&format!("{name}=")) {
+            return Some(v.to_string());
+        }
+    }
+    None
+}
+
+/// `cargo xtask install [--prefix DIR]`: release-build the host and plugins, then install
+/// `<prefix>/bin/xprof` and `<prefix>/lib/xprof/plugins/*.so` — the layout the host searches.
+/// `cargo install` alone cannot do this: it never installs cdylibs. Default prefix:
+/// `$CARGO_HOME` (`~/.cargo`), whose `bin/` is already on PATH for Rust users.
+pub fn run_install(args: &[String]) -> crate::Result {
+    let prefix = flag_value(args, "--prefix")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("CARGO_HOME").map(PathBuf::from))
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+        .ok_or("no --prefix given and neither CARGO_HOME nor HOME is set")?;
+    let mut c = cargo();
+    c.args(["build", "--release", "--locked"]);
+    for p in PRODUCT {
+        c.args(["-p", p]);
+    }
+    run(c, "cargo build --release (host and plugins)")?;
+    let release = root().join("target/release");
+    let bin = prefix.join("bin");
+    let plugins = prefix.join("lib/xprof/plugins");
+    std::fs::create_dir_all(&bin)?;
+    std::fs::create_dir_all(&plugins)?;
+    copy_atomic(&release.join("xprof"), &bin.join("xprof"))?;
+    let mut n = 0;
+    for e in std::fs::read_dir(&release)? {
+        let p = e?.path();
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if name.starts_with(&format!("{}xprof_plugin_", std::env::consts::DLL_PREFIX))
+            && name.ends_with(std::env::consts::DLL_SUFFIX)
+        {
+            copy_atomic(&p, &plugins.join(name))?;
+            n += 1;
+        }
+    }
+    eprintln!(
+        "xtask: installed {} and {n} plugins into {}",
+        bin.join("xprof").display(),
+        plugins.display()
+    );
+    Ok(())
+}
+
+/// Copy via a temporary name and rename, so a running `xprof` never sees a half-written file.
+fn copy_atomic(from: &Path, to: &Path) -> crate::Result {
+    let tmp = to.with_extension("xtask-tmp");
+    std::fs::copy(from, &tmp).map_err(|e| format!("copying {}: {e}", from.display()))?;
+    std::fs::rename(&tmp, to)?;
+    Ok(())
+}
+
+pub fn run(args: &[String]) -> crate::Result {
+    run_install(args)
+}
+
+/// `cargo xtask test`: every test the project has. Builds the workspace (the end-to-end tests
+/// need the plugins as cdylibs, which `cargo test` never builds), runs `cargo test`, then the MCP
+/// end-to-end suite with the official Python client.
+pub fn test(args: &[String]) -> crate::Result {
+    let mut c = cargo();
+    c.args(["build", "--workspace", "--locked"]);
+    run(c, "cargo build --workspace")?;
+    let mut c = cargo();
+    c.args(["test", "--workspace", "--locked"]);
+    c.args(args);
+    run(c, "cargo test --workspace")?;
+    let mcp = root().join("tests/mcp/run.sh");
+    if mcp.exists() {
+        let debug = root().join("target/debug");
+        let mut c = Command::new("bash");
+        c.arg(&mcp)
+            .current_dir(root())
+            .env("XPROF_BIN", debug.join("xprof"))
+            .env("XPROF_PLUGIN_DIR", &debug);
+        run(c, "MCP end-to-end tests (tests/mcp/run.sh)")?;
+    } else if std::env::var_os("CI").is_some() {
+        return Err("tests/mcp/run.sh is missing".into());
+    }
+    Ok(())
 }
