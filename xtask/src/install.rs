@@ -20,7 +20,7 @@ fn cargo() -> Command {
     c
 }
 
-fn run(mut c: Command, what: &str) -> crate::Result {
+fn step(mut c: Command, what: &str) -> crate::Result {
     eprintln!("xtask: {what}");
     let st = c.status()?;
     if st.success() {
@@ -47,7 +47,7 @@ fn flag_value(args: &[String], name: &str) -> Option<String> {
 /// `<prefix>/bin/xprof` and `<prefix>/lib/xprof/plugins/*.so` — the layout the host searches.
 /// `cargo install` alone cannot do this: it never installs cdylibs. Default prefix:
 /// `$CARGO_HOME` (`~/.cargo`), whose `bin/` is already on PATH for Rust users.
-pub fn run_install(args: &[String]) -> crate::Result {
+pub fn run(args: &[String]) -> crate::Result {
     let prefix = flag_value(args, "--prefix")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("CARGO_HOME").map(PathBuf::from))
@@ -58,7 +58,7 @@ pub fn run_install(args: &[String]) -> crate::Result {
     for p in PRODUCT {
         c.args(["-p", p]);
     }
-    run(c, "cargo build --release (host and plugins)")?;
+    step(c, "cargo build --release (host and plugins)")?;
     let release = root().join("target/release");
     let bin = prefix.join("bin");
     let plugins = prefix.join("lib/xprof/plugins");
@@ -92,21 +92,17 @@ fn copy_atomic(from: &Path, to: &Path) -> crate::Result {
     Ok(())
 }
 
-pub fn run(args: &[String]) -> crate::Result {
-    run_install(args)
-}
-
 /// `cargo xtask test`: every test the project has. Builds the workspace (the end-to-end tests
 /// need the plugins as cdylibs, which `cargo test` never builds), runs `cargo test`, then the MCP
 /// end-to-end suite with the official Python client.
 pub fn test(args: &[String]) -> crate::Result {
     let mut c = cargo();
     c.args(["build", "--workspace", "--locked"]);
-    run(c, "cargo build --workspace")?;
+    step(c, "cargo build --workspace")?;
     let mut c = cargo();
     c.args(["test", "--workspace", "--locked"]);
     c.args(args);
-    run(c, "cargo test --workspace")?;
+    step(c, "cargo test --workspace")?;
     let mcp = root().join("tests/mcp/run.sh");
     if mcp.exists() {
         let debug = root().join("target/debug");
@@ -115,7 +111,7 @@ pub fn test(args: &[String]) -> crate::Result {
             .current_dir(root())
             .env("XPROF_BIN", debug.join("xprof"))
             .env("XPROF_PLUGIN_DIR", &debug);
-        run(c, "MCP end-to-end tests (tests/mcp/run.sh)")?;
+        step(c, "MCP end-to-end tests (tests/mcp/run.sh)")?;
     } else if std::env::var_os("CI").is_some() {
         return Err("tests/mcp/run.sh is missing".into());
     }
