@@ -270,6 +270,10 @@ pub fn run(argv: Vec<String>) -> i32 {
         out(&format!("xprof {VERSION}"));
         return 0;
     }
+    if rest.first().map(String::as_str) == Some("mcp") {
+        // Before plugins load: from here on only the MCP transport may write to stdout.
+        mcp::claim_stdout();
+    }
     let reg = Registry::load(&discovery(&g));
     let format = g.format.clone().unwrap_or_else(|| "text".into());
     match rest.first().map(String::as_str) {

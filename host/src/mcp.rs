@@ -1,12 +1,752 @@
-//! `xprof mcp`: the registry served over MCP (stdio, streamable HTTP). Being written.
+//! `xprof mcp`: every registry tool served over MCP (rmcp), on stdio by default or streamable
+//! HTTP with `--http ADDR`.
+//!
+//! The tool list is built at run time from the plugins' descriptors. Arguments are checked
+//! against each tool's schema here (rmcp does not) and malformed ones are a JSON-RPC -32602
+//! error; a path parameter outside the server's roots, and every tool failure, is an `isError`
+//! result carrying the CLI's JSON error object. Calls run on tokio's blocking pool through the
+//! same cached `call_tool` as the CLI, so concurrent calls are served concurrently and a
+//! panicking tool is one failed call, never a dead server.
 
-use crate::cli::GlobalOpts;
-use crate::registry::Registry;
+mod http;
+
+use std::borrow::Cow;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Map, Value, json};
 use xprof_plugin_api::ToolError;
 
-pub fn run(_reg: Registry, _args: &[String], _g: &GlobalOpts) -> i32 {
-    crate::output::print_error(
-        None,
-        &ToolError::internal("`xprof mcp` is not available in this build yet"),
-    )
+use crate::cli::GlobalOpts;
+use crate::output::error_json;
+use crate::registry::{Registry, ToolEntry};
+use crate::{Frontend, VERSION};
+
+// ---------------------------------------------------------------------------------------------
+// stdout
+
+static MCP_STDOUT: OnceLock<Mutex<Option<OwnedFd>>> = OnceLock::new();
+
+/// Keep the real stdout for the MCP transport and point fd 1 at stderr, so that nothing else
+/// (a plugin's stray `println!`, a library's diagnostics) can corrupt the JSON-RPC stream.
+/// Called before plugins load.
+pub fn claim_stdout() {
+    MCP_STDOUT.get_or_init(|| {
+        // SAFETY: dup/dup2 on the process's own standard descriptors; the duplicate is owned
+        // by the returned OwnedFd and nothing else closes it.
+        let saved = unsafe { libc::dup(libc::STDOUT_FILENO) };
+        if saved < 0 {
+            return Mutex::new(None);
+        }
+        unsafe {
+            libc::fcntl(saved, libc::F_SETFD, libc::FD_CLOEXEC);
+            libc::dup2(libc::STDERR_FILENO, libc::STDOUT_FILENO);
+        }
+        Mutex::new(Some(unsafe { OwnedFd::from_raw_fd(saved) }))
+    });
+}
+
+/// The saved stdout (once); the process's fd 1 if `claim_stdout` was never called.
+fn take_stdout() -> std::fs::File {
+    claim_stdout();
+    let fd = MCP_STDOUT
+        .get()
+        .and_then(|m| m.lock().ok().and_then(|mut g| g.take()));
+    match fd {
+        Some(fd) => std::fs::File::from(fd),
+        // SAFETY: a fresh duplicate of fd 1, owned by the File.
+        None => unsafe { std::fs::File::from_raw_fd(libc::dup(std::io::stdout().as_raw_fd())) },
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Options
+
+#[derive(Debug, Default)]
+struct McpOpts {
+    http: Option<String>,
+    token: Option<String>,
+    roots: Vec<PathBuf>,
+}
+
+fn parse_opts(args: &[String]) -> Result<McpOpts, ToolError> {
+    let mut o = McpOpts::default();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let (name, inline) = match a.split_once('=') {
+            Some((n, v)) if a.starts_with("--") => (n.to_string(), Some(v.to_string())),
+            _ => (a.clone(), None),
+        };
+        let mut value = |flag: &str| -> Result<String, ToolError> {
+            inline
+                .clone()
+                .or_else(|| it.next().cloned())
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| {
+                    ToolError::usage(format!("flag {flag} needs a value"))
+                        .with_hint("see `xprof mcp --help`")
+                })
+        };
+        match name.replace('-', "_").as_str() {
+            "__http" => o.http = Some(value("--http")?),
+            "__token" => o.token = Some(value("--token")?),
+            "__root" => o.roots.push(PathBuf::from(value("--root")?)),
+            _ => {
+                return Err(
+                    ToolError::usage(format!("unknown argument `{a}` to `xprof mcp`")).with_hint(
+                        "usage: xprof mcp [--http 127.0.0.1:8792] [--token T] [--root DIR]...",
+                    ),
+                );
+            }
+        }
+    }
+    if o.token.is_none() {
+        o.token = std::env::var("XPROF_MCP_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty());
+    }
+    Ok(o)
+}
+
+const HELP: &str = "\
+xprof mcp: serve every xprof tool over the Model Context Protocol
+
+Usage: xprof mcp [--http ADDR] [--token TOKEN] [--root DIR]...
+
+  (default)        stdio transport: the client starts `xprof mcp` and speaks JSON-RPC on stdin/stdout
+  --http ADDR      streamable HTTP at http://ADDR/mcp (e.g. 127.0.0.1:8792; port 0 picks a free one;
+                   the bound URL is the first line on stdout). Loopback only unless --token is set.
+  --token TOKEN    require `Authorization: Bearer TOKEN` over HTTP (default: $XPROF_MCP_TOKEN)
+  --root DIR       directory that path arguments must lie in (repeatable). Default: $XPROF_LOGDIR,
+                   $XLA_HLO_DUMP_DIR and $XLA_JF_DUMP_DIR where set, else the working directory.
+                   Over stdio the roots a client announces (roots/list) are added.
+
+Host flags apply too: --plugin-dir, --no_cache, --bypass_cache, --cache_ttl.
+See docs/MCP.md for client configurations.";
+
+// ---------------------------------------------------------------------------------------------
+// Roots
+
+/// `p` made absolute and resolved like the kernel would: the longest existing prefix is
+/// canonicalized (symlinks, `..`), the non-existent rest is appended with `..` applied lexically.
+pub fn resolve(p: &Path) -> PathBuf {
+    let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    if let Ok(c) = abs.canonicalize() {
+        return c;
+    }
+    let comps: Vec<Component> = abs.components().collect();
+    for split in (1..comps.len()).rev() {
+        let head: PathBuf = comps[..split].iter().collect();
+        if let Ok(mut c) = head.canonicalize() {
+            for comp in &comps[split..] {
+                match comp {
+                    Component::ParentDir => {
+                        c.pop();
+                    }
+                    Component::CurDir => {}
+                    other => c.push(other),
+                }
+            }
+            return c;
+        }
+    }
+    crate::cache::absolute_lexical(&abs)
+}
+
+/// The configured roots, canonicalized, and a line describing where they came from.
+fn configured_roots(o: &McpOpts) -> Result<(Vec<PathBuf>, String), ToolError> {
+    if !o.roots.is_empty() {
+        let mut out = Vec::new();
+        for r in &o.roots {
+            let c = r.canonicalize().map_err(|e| {
+                ToolError::path(format!("--root {}: {e}", r.display()))
+                    .with_hint("pass an existing directory")
+            })?;
+            out.push(c);
+        }
+        return Ok((out, "--root".into()));
+    }
+    let mut out = Vec::new();
+    let mut from = Vec::new();
+    for var in ["XPROF_LOGDIR", "XLA_HLO_DUMP_DIR", "XLA_JF_DUMP_DIR"] {
+        if let Some(v) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+            // A dump dir that does not exist yet still bounds where paths may point.
+            out.push(resolve(Path::new(&v)));
+            from.push(var);
+        }
+    }
+    if out.is_empty() {
+        let cwd = std::env::current_dir().map_err(|e| {
+            ToolError::path(format!("cannot read the working directory: {e}"))
+                .with_hint("pass --root DIR")
+        })?;
+        out.push(resolve(&cwd));
+        return Ok((out, "working directory".into()));
+    }
+    Ok((out, from.join(", ")))
+}
+
+/// `file://` URI → path (percent-decoded); anything else is ignored.
+fn file_uri_path(uri: &str) -> Option<PathBuf> {
+    let rest = uri.strip_prefix("file://")?;
+    // `file://host/path` names a host; only the local one (empty or localhost) is usable.
+    let rest = rest.strip_prefix("localhost").unwrap_or(rest);
+    if !rest.starts_with('/') {
+        return None;
+    }
+    let bytes = rest.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Some(b) = std::str::from_utf8(&bytes[i + 1..i + 3])
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(b);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    use std::os::unix::ffi::OsStringExt;
+    Some(PathBuf::from(std::ffi::OsString::from_vec(out)))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tool list and argument validation
+
+/// The `--help` text of a tool, as the MCP description: summary, doc, output, examples.
+pub fn description(t: &ToolEntry) -> String {
+    let mut s = t.summary.clone();
+    if !t.doc.is_empty() && t.doc != t.summary {
+        s.push_str("\n\n");
+        s.push_str(&t.doc);
+    }
+    if !t.output.is_empty() {
+        s.push_str("\n\nOutput: ");
+        s.push_str(&t.output);
+    }
+    if !t.examples.is_empty() {
+        s.push_str("\n\nExamples (arguments; ${FIXTURES} = the xprof repository's fixtures/):");
+        for ex in &t.examples {
+            s.push_str(&format!(
+                "\n- {}: {}",
+                ex["description"].as_str().unwrap_or(""),
+                ex["args"]
+            ));
+        }
+    }
+    s
+}
+
+/// The input schema without our `x-` keywords (clients and model APIs may reject unknown
+/// keywords; `format` is standard and stays).
+pub fn client_schema(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| !k.starts_with("x-"))
+                .map(|(k, x)| (k.clone(), client_schema(x)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(client_schema).collect()),
+        other => other.clone(),
+    }
+}
+
+pub fn mcp_tool(t: &ToolEntry) -> Tool {
+    let schema = match client_schema(&t.params) {
+        Value::Object(m) => m,
+        _ => JsonObject::new(),
+    };
+    Tool::new(t.name.clone(), description(t), Arc::new(schema))
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn type_ok(ty: &str, v: &Value) -> bool {
+    match ty {
+        "string" => v.is_string(),
+        // JSON Schema: 5.0 is an integer.
+        "integer" => v.is_i64() || v.is_u64() || v.as_f64().is_some_and(|f| f.fract() == 0.0),
+        "number" => v.is_number(),
+        "boolean" => v.is_boolean(),
+        "array" => v.is_array(),
+        "object" => v.is_object(),
+        _ => true,
+    }
+}
+
+/// Check `args` against the tool's schema (the subset our SDK emits: types, enum, minimum,
+/// array items, required, additionalProperties). Nulls count as absent and are dropped.
+pub fn validate(t: &ToolEntry, args: &Map<String, Value>) -> Result<Map<String, Value>, String> {
+    let props = t.properties();
+    let mut out = Map::new();
+    for (k, v) in args {
+        let Some(s) = props.get(k) else {
+            let mut valid: Vec<&str> = props.keys().map(String::as_str).collect();
+            valid.sort_unstable();
+            return Err(format!(
+                "{}: unknown argument `{k}`; valid arguments: {}",
+                t.name,
+                if valid.is_empty() {
+                    "none".to_string()
+                } else {
+                    valid.join(", ")
+                }
+            ));
+        };
+        if v.is_null() {
+            continue;
+        }
+        if let Some(ty) = s["type"].as_str()
+            && !type_ok(ty, v)
+        {
+            return Err(format!(
+                "{}: argument `{k}` must be {ty}, got {} {v}",
+                t.name,
+                json_type(v)
+            ));
+        }
+        if let (Some(allowed), Some(item_ty)) = (v.as_array(), s["items"]["type"].as_str())
+            && let Some(bad) = allowed.iter().find(|x| !type_ok(item_ty, x))
+        {
+            return Err(format!(
+                "{}: argument `{k}` must be an array of {item_ty}, got element {bad}",
+                t.name
+            ));
+        }
+        if let Some(allowed) = s["enum"].as_array()
+            && !allowed.contains(v)
+        {
+            return Err(format!(
+                "{}: argument `{k}` must be one of {}, got {v}",
+                t.name,
+                Value::Array(allowed.clone())
+            ));
+        }
+        if let (Some(min), Some(x)) = (s["minimum"].as_f64(), v.as_f64())
+            && x < min
+        {
+            return Err(format!(
+                "{}: argument `{k}` must be >= {min}, got {v}",
+                t.name
+            ));
+        }
+        out.insert(k.clone(), v.clone());
+    }
+    for r in t.params["required"].as_array().into_iter().flatten() {
+        if let Some(r) = r.as_str()
+            && !out.contains_key(r)
+        {
+            return Err(format!("{}: missing required argument `{r}`", t.name));
+        }
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The handler
+
+struct Shared {
+    reg: Registry,
+    tools: Vec<Tool>,
+    roots: Vec<PathBuf>,
+    opts: GlobalOpts,
+}
+
+/// One per connection (stdio) or per request (stateless HTTP); cheap to clone.
+#[derive(Clone)]
+pub struct XprofMcp {
+    shared: Arc<Shared>,
+    /// Roots announced by the client (`roots/list`); `None` = not asked yet or changed since.
+    client_roots: Arc<tokio::sync::Mutex<Option<Vec<PathBuf>>>>,
+}
+
+const ROOTS_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl XprofMcp {
+    fn error_result(tool: &str, e: &ToolError) -> CallToolResponse {
+        CallToolResult::structured_error(error_json(Some(tool), e)).into()
+    }
+
+    /// Roots the client announced, fetched once and again after `roots/list_changed`.
+    // Roots are deprecated by SEP-2577, but the clients of today still announce them.
+    #[allow(deprecated)]
+    async fn client_roots(&self, ctx: &RequestContext<RoleServer>) -> Vec<PathBuf> {
+        let supports = ctx
+            .peer
+            .peer_info()
+            .is_some_and(|i| i.capabilities.roots.is_some());
+        if !supports {
+            return Vec::new();
+        }
+        let mut cached = self.client_roots.lock().await;
+        if let Some(r) = cached.as_ref() {
+            return r.clone();
+        }
+        let fetched = tokio::time::timeout(ROOTS_TIMEOUT, ctx.peer.list_roots()).await;
+        let roots: Vec<PathBuf> = match fetched {
+            Ok(Ok(r)) => r
+                .roots
+                .iter()
+                .filter_map(|r| file_uri_path(&r.uri))
+                .map(|p| resolve(&p))
+                .collect(),
+            Ok(Err(e)) => {
+                eprintln!("xprof mcp: roots/list failed ({e}); using the configured roots");
+                Vec::new()
+            }
+            Err(_) => {
+                eprintln!(
+                    "xprof mcp: the client did not answer roots/list; using the configured roots"
+                );
+                Vec::new()
+            }
+        };
+        *cached = Some(roots.clone());
+        roots
+    }
+
+    /// Every path argument (and every path default taken from the environment) must lie
+    /// inside a root once symlinks and `..` are resolved.
+    async fn check_paths(
+        &self,
+        t: &ToolEntry,
+        args: &Map<String, Value>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<(), ToolError> {
+        let mut paths: Vec<(String, String)> = Vec::new();
+        for (k, s) in t.properties() {
+            if s["format"].as_str() != Some("path") {
+                continue;
+            }
+            match args.get(&k).and_then(Value::as_str) {
+                Some(v) if !v.is_empty() => paths.push((k.clone(), v.to_string())),
+                Some(_) => {}
+                None => {
+                    if let Some(var) = s["x-env"].as_str()
+                        && let Ok(v) = std::env::var(var)
+                        && !v.is_empty()
+                    {
+                        paths.push((format!("{k} (default ${var})"), v));
+                    }
+                }
+            }
+        }
+        if paths.is_empty() {
+            return Ok(());
+        }
+        let inside = |p: &Path, roots: &[PathBuf]| roots.iter().any(|r| p.starts_with(r));
+        let mut client: Option<Vec<PathBuf>> = None;
+        for (name, v) in paths {
+            let p = resolve(Path::new(&v));
+            if inside(&p, &self.shared.roots) {
+                continue;
+            }
+            if client.is_none() {
+                client = Some(self.client_roots(ctx).await);
+            }
+            if inside(&p, client.as_deref().unwrap_or(&[])) {
+                continue;
+            }
+            let roots: Vec<String> = self
+                .shared
+                .roots
+                .iter()
+                .chain(client.iter().flatten())
+                .map(|r| r.display().to_string())
+                .collect();
+            return Err(ToolError::path(format!(
+                "argument `{name}`: {v} (resolved: {}) is outside the MCP server's roots [{}]",
+                p.display(),
+                roots.join(", ")
+            ))
+            .with_hint(
+                "pass a path inside a root, or restart `xprof mcp` with --root <dir> (or set XPROF_LOGDIR)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl ServerHandler for XprofMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("xprof", VERSION))
+            .with_instructions(
+                "Answers questions about XProf profiler captures (logdir / run dir / .xplane.pb), \
+                 XLA HLO dumps and TPU kernel dumps as JSON. Start with `list_runs` on a logdir; \
+                 capture tools take `path` (a logdir, a run directory or one .xplane.pb).",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.shared.tools.clone()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.shared
+            .tools
+            .iter()
+            .find(|t| t.name == name)
+            .cloned()
+            .or_else(|| self.shared.reg.find(name).map(mcp_tool))
+    }
+
+    async fn on_roots_list_changed(&self, _ctx: NotificationContext<RoleServer>) {
+        *self.client_roots.lock().await = None;
+    }
+
+    async fn call_tool(
+        &self,
+        req: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name: Cow<str> = req.name;
+        let Some(t) = self.shared.reg.find(&name) else {
+            return Err(McpError::invalid_params(
+                format!("unknown tool `{name}`"),
+                Some(json!({"hint": "tools/list lists every tool"})),
+            ));
+        };
+        let args = validate(t, &req.arguments.unwrap_or_default())
+            .map_err(|m| McpError::invalid_params(m, Some(json!({"tool": t.name}))))?;
+        if let Err(e) = self.check_paths(t, &args, &ctx).await {
+            return Ok(Self::error_result(&t.name, &e));
+        }
+        let shared = self.shared.clone();
+        let tool_name = t.name.clone();
+        let joined = tokio::task::spawn_blocking(move || {
+            let t = shared
+                .reg
+                .find(&tool_name)
+                .expect("tool found before spawning");
+            crate::call_tool(&shared.reg, t, &args, Frontend::Mcp, &shared.opts)
+        })
+        .await;
+        Ok(match joined {
+            Ok(Ok(env)) => {
+                // structuredContent must be an object; every tool returns one, but a
+                // misbehaving plugin must not make the reply invalid.
+                let v = if env.result.is_object() {
+                    env.result
+                } else {
+                    json!({"result": env.result})
+                };
+                CallToolResult::structured(v).into()
+            }
+            Ok(Err(e)) => Self::error_result(&t.name, &e),
+            Err(join) => Self::error_result(
+                &t.name,
+                &ToolError::internal(format!("tool `{}` crashed the call: {join}", t.name))
+                    .with_hint("this is a bug; the server is still running"),
+            ),
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Entry point
+
+fn fail(e: ToolError) -> i32 {
+    crate::output::print_error(None, &e)
+}
+
+pub fn run(reg: Registry, args: &[String], g: &GlobalOpts) -> i32 {
+    if g.help || args.iter().any(|a| a == "--help" || a == "-h") {
+        eprintln!("{HELP}");
+        return 0;
+    }
+    let o = match parse_opts(args) {
+        Ok(o) => o,
+        Err(e) => return fail(e),
+    };
+    // A bad cache TTL is reported now rather than on every call.
+    if !g.no_cache
+        && let Err(e) = crate::cache::ttl(g)
+    {
+        return fail(e);
+    }
+    let (roots, roots_from) = match configured_roots(&o) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    let mut tools: Vec<Tool> = reg.tools.values().map(mcp_tool).collect();
+    tools.sort_by(|a, b| a.name.cmp(&b.name));
+    let transport = o
+        .http
+        .as_deref()
+        .map_or("stdio".to_string(), |a| format!("http {a}"));
+    eprintln!(
+        "xprof mcp {VERSION}: {} tools from {} plugin(s) over {transport}; roots ({roots_from}): {}",
+        tools.len(),
+        reg.plugins.len(),
+        roots
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let handler = XprofMcp {
+        shared: Arc::new(Shared {
+            reg,
+            tools,
+            roots,
+            opts: g.clone(),
+        }),
+        client_roots: Arc::new(tokio::sync::Mutex::new(None)),
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            return fail(ToolError::internal(format!(
+                "cannot start the runtime: {e}"
+            )));
+        }
+    };
+    let out = take_stdout();
+    let result = match o.http {
+        Some(addr) => rt.block_on(http::serve(handler, &addr, o.token, out)),
+        None => rt.block_on(serve_stdio(handler, out)),
+    };
+    // Blocking reads of stdin cannot be cancelled; do not wait for them.
+    rt.shutdown_background();
+    match result {
+        Ok(()) => 0,
+        Err(e) => fail(e),
+    }
+}
+
+async fn serve_stdio(handler: XprofMcp, out: std::fs::File) -> Result<(), ToolError> {
+    let transport = (tokio::io::stdin(), tokio::fs::File::from_std(out));
+    let service = handler
+        .serve(transport)
+        .await
+        .map_err(|e| ToolError::internal(format!("MCP initialization failed: {e}")))?;
+    service
+        .waiting()
+        .await
+        .map_err(|e| ToolError::internal(format!("MCP server stopped: {e}")))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry() -> ToolEntry {
+        ToolEntry {
+            name: "t".into(),
+            aliases: vec![],
+            summary: "Sum".into(),
+            doc: "Doc".into(),
+            params: json!({"type": "object", "properties": {
+                "path": {"type": "string", "format": "path", "x-positional": true, "x-env": "X"},
+                "n": {"type": "integer", "minimum": 0},
+                "mode": {"type": "string", "enum": ["a", "b"]},
+                "names": {"type": "array", "items": {"type": "string"}},
+                "flag": {"type": "boolean"},
+            }, "required": ["mode"], "additionalProperties": false}),
+            output: "{x}".into(),
+            examples: vec![json!({"description": "ex", "args": {"mode": "a"}})],
+            plugin: 0,
+        }
+    }
+
+    fn args(v: Value) -> Map<String, Value> {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn schemas_lose_x_keywords_but_keep_format() {
+        let s = client_schema(&entry().params);
+        let p = &s["properties"]["path"];
+        assert_eq!(p["format"], "path");
+        assert!(p.get("x-env").is_none() && p.get("x-positional").is_none());
+    }
+
+    #[test]
+    fn descriptions_carry_doc_output_and_examples() {
+        let d = description(&entry());
+        assert!(d.starts_with("Sum\n\nDoc\n\nOutput: {x}"), "{d}");
+        assert!(d.contains(r#"- ex: {"mode":"a"}"#), "{d}");
+    }
+
+    #[test]
+    fn validation() {
+        let t = entry();
+        assert!(validate(&t, &args(json!({"mode": "a", "n": 3.0}))).is_ok());
+        let ok = validate(&t, &args(json!({"mode": "a", "path": null}))).unwrap();
+        assert!(!ok.contains_key("path"), "nulls are dropped");
+        for (bad, needle) in [
+            (json!({}), "missing required argument `mode`"),
+            (json!({"mode": "c"}), "must be one of"),
+            (json!({"mode": "a", "n": "3"}), "`n` must be integer"),
+            (json!({"mode": "a", "n": -1}), ">= 0"),
+            (json!({"mode": "a", "names": ["x", 1]}), "array of string"),
+            (json!({"mode": "a", "flag": "yes"}), "must be boolean"),
+            (json!({"mode": "a", "bogus": 1}), "unknown argument `bogus`"),
+        ] {
+            let e = validate(&t, &args(bad.clone())).unwrap_err();
+            assert!(e.contains(needle), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn file_uris() {
+        assert_eq!(
+            file_uri_path("file:///a%20b/c"),
+            Some(PathBuf::from("/a b/c"))
+        );
+        assert_eq!(
+            file_uri_path("file://localhost/x"),
+            Some(PathBuf::from("/x"))
+        );
+        assert_eq!(file_uri_path("https://x/y"), None);
+        assert_eq!(file_uri_path("file://other/x"), None);
+    }
+
+    #[test]
+    fn resolve_sees_through_dotdot_and_symlinks() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().canonicalize().unwrap().join("root");
+        std::fs::create_dir(&root).unwrap();
+        let outside = d.path().canonicalize().unwrap().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
+        assert!(!resolve(&root.join("../outside")).starts_with(&root));
+        assert!(!resolve(&root.join("link/x.pb")).starts_with(&root));
+        assert!(!resolve(&root.join("missing/../../outside")).starts_with(&root));
+        assert!(resolve(&root.join("missing/y")).starts_with(&root));
+    }
 }
