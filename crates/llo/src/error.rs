@@ -17,6 +17,9 @@ pub enum LloError {
     DumpDirNotFound(PathBuf),
     #[error("{what} not found: {}", path.display())]
     NotFound { path: PathBuf, what: &'static str },
+    /// A malformed call (what is missing and how to supply it).
+    #[error("{message}")]
+    Usage { message: String, hint: String },
     #[error("Missing required arg `{0}` — call list_llo_programs first.")]
     MissingArg(&'static str),
     #[error("Program '{program}' not found. Close matches: {close:?}")]
@@ -66,7 +69,9 @@ impl LloError {
     /// `"usage"`, `"path"`, `"invalid_value"`, `"internal"` or `"no_data"`.
     pub fn kind(&self) -> &'static str {
         match self {
-            LloError::DirNotGiven { .. } | LloError::MissingArg(_) => "usage",
+            LloError::DirNotGiven { .. } | LloError::MissingArg(_) | LloError::Usage { .. } => {
+                "usage"
+            }
             LloError::DumpDirNotFound(_) | LloError::NotFound { .. } => "path",
             LloError::ProgramNotFound { .. }
             | LloError::PassNotFound { .. }
@@ -91,7 +96,8 @@ impl LloError {
                 "check --dump_dir (or $XLA_JF_DUMP_DIR); write a dump with LIBTPU_INIT_ARGS=\"{}\"",
                 LLO_CAPTURE_FLAGS.join(" ")
             ),
-            LloError::NotFound { .. } => "check the directory argument".into(),
+            LloError::NotFound { what, .. } => format!("pass an existing directory: the {what}"),
+            LloError::Usage { hint, .. } => hint.clone(),
             LloError::MissingArg(a) => {
                 format!("pass --{a} <name>; list_llo_programs lists the programs of a dump")
             }

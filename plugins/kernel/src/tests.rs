@@ -634,3 +634,143 @@ fn bad_arguments_are_invalid_values() {
     );
     assert_eq!(e.kind, ErrorKind::InvalidValue);
 }
+
+// ---- Mosaic -----------------------------------------------------------------------------------
+
+#[test]
+fn row14_custom_call_mlir_from_mosaic_dump() {
+    let Some(d) = fixture("mosaic_dump") else {
+        return;
+    };
+    let r = ok(
+        "get_custom_call_mlir",
+        json!({"mosaic_dump_dir": d, "max_chars": 500}),
+    );
+    assert_eq!(r["source"], "mosaic_dump");
+    let t = r["mlir_text"].as_str().unwrap();
+    assert!(t.contains("matmul_pipeline_kernel"));
+    assert!(t.starts_with("module attributes {stable_mosaic.version = 11 : i64} {"));
+    assert_eq!(t.chars().count(), 500);
+    assert_eq!(r["truncated"], true);
+    assert_eq!(r["kernel"], "anonymous");
+    assert_eq!(r["function"], "matmul_pipeline_kernel");
+    assert_eq!(r["pass"], "post-eliminate-llo-extensions");
+    assert_eq!(r["pass_seq"], 16);
+    assert_eq!(r["mlir_chars"], 2977795);
+    assert_eq!(r["op_summary"], json!({"scf.for": 1, "scf.if": 8}));
+    let llo = &r["op_counts_by_dialect"]["llo"];
+    assert_eq!(llo["llo.vmatmul.mubr"], 1024);
+    assert_eq!(llo["llo.vmatprep.subr"], 512);
+    assert_eq!(llo["llo.enqueue_dma"], 5);
+    // M2: the MLIR function name finds the dump whose file token is `anonymous`.
+    let by_func = ok(
+        "get_custom_call_mlir",
+        json!({"mosaic_dump_dir": d, "kernel": "matmul_pipeline", "max_chars": 10}),
+    );
+    assert_eq!(by_func["kernel"], "anonymous");
+}
+
+#[test]
+fn row15_custom_call_mlir_from_hlo_bytecode() {
+    let Some(d) = fixture("hlo_dump") else { return };
+    let r = ok(
+        "get_custom_call_mlir",
+        json!({"kernel": "matmul_optimized", "hlo_dump_dir": d}),
+    );
+    assert_eq!(r["source"], "hlo_backend_config");
+    assert_eq!(r["kernel"], "matmul_optimized.1");
+    assert_eq!(r["body_format"], "mlir_bytecode");
+    assert_eq!(r["body_bytes"], 12407);
+    let s = &r["bytecode_summary"];
+    assert!(s["mlir_version"].as_str().unwrap().starts_with("MLIR"));
+    assert_eq!(s["mlir_version"], "MLIR23.0.0git");
+    assert!(s["op_counts"].get("tpu.matmul").is_some());
+    assert!(s["op_counts"].get("tpu.enqueue_dma").is_some());
+    assert_eq!(
+        s["op_counts"]["tpu.matmul"], 2,
+        "true counts from the IR section"
+    );
+    assert!(
+        s["op_counts"].get("tpu.wait_dma").is_none(),
+        "no phantom prefix match"
+    );
+    let scopes: Vec<&str> = s["named_scopes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(scopes.iter().any(|n| n.starts_with("acc/")));
+    let seed: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            corpus()
+                .unwrap()
+                .join("oracle/seed-cli/get_custom_call_mlir.hlo_dump.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(s["named_scopes"], seed["bytecode_summary"]["named_scopes"]);
+    assert_eq!(s["bytecode_version"], 0);
+    assert_eq!(s["functions"], json!(["matmul_pipeline_kernel"]));
+    assert_eq!(s["scope_op_counts"]["acc/dot_general"]["tpu.matmul"], 1);
+}
+
+#[test]
+fn row16_custom_call_mlir_without_any_dir() {
+    if std::env::var_os("XLA_HLO_DUMP_DIR").is_some() {
+        return;
+    }
+    let e = err("get_custom_call_mlir", json!({}));
+    assert_eq!(e.kind, ErrorKind::Usage);
+    assert!(e.message.contains("No dump directory available"));
+}
+
+#[test]
+fn custom_call_mlir_failure_modes() {
+    let e = err(
+        "get_custom_call_mlir",
+        json!({"mosaic_dump_dir": "/nonexistent/mosaic"}),
+    );
+    assert_eq!(e.kind, ErrorKind::Path);
+    assert!(full_text(&e).contains("--xla_mosaic_dump_to"));
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().display().to_string();
+    let r = ok("get_custom_call_mlir", json!({"mosaic_dump_dir": d}));
+    assert_eq!(r["status"], "no_data");
+    assert!(
+        r["capture_flags"]
+            .to_string()
+            .contains("--xla_mosaic_dump_to")
+    );
+    let r = ok("get_custom_call_mlir", json!({"hlo_dump_dir": d}));
+    assert_eq!(r["status"], "no_data");
+    // A custom call whose body is not base64 is malformed input naming the file.
+    std::fs::write(
+        t.path().join("module_0001.m.after_optimizations.txt"),
+        "ROOT %k.1 = f32[1] custom-call(%x), custom_call_target=\"tpu_custom_call\", backend_config={\"custom_call_config\":{\"body\":\"@@@\"}}\n",
+    )
+    .unwrap();
+    let r = ok("get_custom_call_mlir", json!({"hlo_dump_dir": d}));
+    assert_eq!(
+        r["status"], "no_data",
+        "a body that is not base64 text is not matched as one"
+    );
+    std::fs::write(
+        t.path().join("module_0001.m.after_optimizations.txt"),
+        "ROOT %k.1 = f32[1] custom-call(%x), custom_call_target=\"tpu_custom_call\", backend_config={\"custom_call_config\":{\"body\":\"aGVsbG8=\"}}\n",
+    )
+    .unwrap();
+    let r = ok("get_custom_call_mlir", json!({"hlo_dump_dir": d}));
+    assert_eq!(r["kernel"], "k.1");
+    assert_eq!(r["body_format"], "unknown");
+    assert_eq!(r["bytecode_summary"]["body_format"], "unknown");
+    let mosaic = fixture("mosaic_dump");
+    if let Some(m) = mosaic {
+        let e = err(
+            "get_custom_call_mlir",
+            json!({"mosaic_dump_dir": m, "pass_label": "nope"}),
+        );
+        assert_eq!(e.kind, ErrorKind::InvalidValue);
+    }
+}
