@@ -1,2 +1,15 @@
+mod aggregate_xplane_events;
+mod get_device_information;
+mod get_hlo_stats;
 mod get_hosts;
+mod get_kpi_metrics;
+mod get_op_profile;
+mod get_overview;
+mod get_profile_summary;
+mod get_roofline_model;
+mod get_step_trace;
+mod get_top_hlo_ops;
+mod get_xspace_proto;
 mod list_runs;
+mod list_xplane_events;
+mod list_xplane_lines;

@@ -1,0 +1,119 @@
+use std::collections::HashMap;
+
+use serde_json::{Map, Value, json};
+use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
+
+use super::list_xplane_events::{EventFilter, one_host};
+use crate::common::with_capture;
+
+pub struct AggregateXplaneEvents;
+register_tool!(AggregateXplaneEvents);
+
+fn percentile(sorted: &[i64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let pos = q * (sorted.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    sorted[lo] as f64 + (sorted[hi] - sorted[lo]) as f64 * (pos - lo as f64)
+}
+
+impl Tool for AggregateXplaneEvents {
+    fn name(&self) -> &'static str {
+        "aggregate_xplane_events"
+    }
+    fn summary(&self) -> &'static str {
+        "Aggregate raw trace events by name: count, total, mean, percentiles"
+    }
+    fn doc(&self) -> &'static str {
+        "Groups the matching events of one host (same filters as list_xplane_events) by event \
+         name (or by event, plane and line with --group_by event_plane_line) and reports count, \
+         total/min/max duration (exact ps), mean, p50/p90/p99 and sample standard deviation, \
+         sorted by total duration. Durations are the events' own (host clock)."
+    }
+    fn params(&self) -> Params {
+        EventFilter::params(Params::new().capture().host())
+            .string_enum(
+                "group_by",
+                "Grouping key.",
+                &["event", "event_plane_line"],
+                "event",
+            )
+            .integer_min("top_n", "Groups returned.", Some(50), 1)
+    }
+    fn output(&self) -> &'static str {
+        "{capture, run, total_event_types, shown, aggregates: [...], note?}"
+    }
+    fn examples(&self) -> Vec<Example> {
+        vec![Example::new(
+            "matmul events on the TPU plane",
+            json!({"path": "${CORPUS}/fixtures/seed-v6e/logdir", "plane_regex": "TPU", "event_regex": "matmul"}),
+        )
+        .expect(&["aggregates", "total_event_types"])]
+    }
+    fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
+        let filter = EventFilter::from_call(call)?;
+        let by_line = call.str_or("group_by", "event")? == "event_plane_line";
+        let top_n = call.usize_or("top_n", 50)?.max(1);
+        let (s, idx, space) = one_host(call)?;
+        let mut groups: HashMap<(String, String, String), Vec<i64>> = HashMap::new();
+        filter.for_each(&space, |plane, line, _, name, _, _, dur| {
+            let key = if by_line {
+                (name.to_string(), plane.to_string(), line.to_string())
+            } else {
+                (name.to_string(), String::new(), String::new())
+            };
+            groups.entry(key).or_default().push(dur);
+            true
+        });
+        let mut aggs: Vec<(i64, Value)> = groups
+            .into_iter()
+            .map(|((name, plane, line), mut d)| {
+                d.sort_unstable();
+                let n = d.len() as f64;
+                let total: i64 = d.iter().sum();
+                let mean = total as f64 / n;
+                let sd = if d.len() > 1 {
+                    (d.iter().map(|x| (*x as f64 - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
+                } else {
+                    0.0
+                };
+                let mut m = Map::new();
+                m.insert("event".into(), json!(name));
+                if by_line {
+                    m.insert("plane".into(), json!(plane));
+                    m.insert("line".into(), json!(line));
+                }
+                m.insert("count".into(), json!(d.len()));
+                m.insert("total_duration_ps".into(), json!(total));
+                m.insert("avg_duration_ps".into(), json!(mean));
+                m.insert("min_duration_ps".into(), json!(d[0]));
+                m.insert("p50_duration_ps".into(), json!(percentile(&d, 0.5)));
+                m.insert("p90_duration_ps".into(), json!(percentile(&d, 0.9)));
+                m.insert("p99_duration_ps".into(), json!(percentile(&d, 0.99)));
+                m.insert("max_duration_ps".into(), json!(d[d.len() - 1]));
+                m.insert("std_dev_ps".into(), json!(sd));
+                (total, Value::Object(m))
+            })
+            .collect();
+        aggs.sort_by(|a, b| {
+            b.0.cmp(&a.0)
+                .then_with(|| a.1["event"].as_str().cmp(&b.1["event"].as_str()))
+        });
+        let total = aggs.len();
+        let mut body = Map::new();
+        body.insert("total_event_types".into(), json!(total));
+        body.insert("shown".into(), json!(total.min(top_n)));
+        body.insert(
+            "aggregates".into(),
+            Value::Array(aggs.into_iter().take(top_n).map(|x| x.1).collect()),
+        );
+        if total > top_n {
+            body.insert(
+                "note".into(),
+                json!(format!("Truncated to top {top_n} by total duration. Use event_regex to filter or increase top_n.")),
+            );
+        }
+        Ok(with_capture(&s, &[&s.hosts[idx]], &[], body).into())
+    }
+}

@@ -1,0 +1,72 @@
+use serde_json::{Map, Value, json};
+use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
+
+use crate::common::{DEVICE_TRACE_FLAGS, op_stats, session, with_capture};
+
+pub struct GetHloStats;
+register_tool!(GetHloStats);
+
+impl Tool for GetHloStats {
+    fn name(&self) -> &'static str {
+        "get_hlo_stats"
+    }
+    fn summary(&self) -> &'static str {
+        "Per-HLO-op statistics table (XProf hlo_stats), by self time"
+    }
+    fn doc(&self) -> &'static str {
+        "XProf's hlo_stats table: one row per HLO op (program, category, expression, framework \
+         op, occurrences, total/self time in us with exact ps, % of device time, FLOP rates, \
+         memory bandwidths, operational intensity, bound_by), sorted by self time. On CPU-only \
+         captures (where XProf shows nothing) the rows are the XLA ops the CPU backend ran on \
+         host threads (`host_executed: true`, core_type `Host`)."
+    }
+    fn params(&self) -> Params {
+        Params::new()
+            .capture()
+            .host()
+            .integer_min("limit", "Maximum rows (0 = all).", Some(100), 0)
+    }
+    fn output(&self) -> &'static str {
+        "{capture, run, host_executed, total_records, returned_records, truncated, rows: [...]}"
+    }
+    fn examples(&self) -> Vec<Example> {
+        vec![
+            Example::new(
+                "HLO stats of the shared TPU v6e capture",
+                json!({"path": "${CORPUS}/fixtures/seed-v6e/logdir"}),
+            )
+            .expect(&["rows"]),
+            Example::new(
+                "Host-executed XLA ops of the bundled CPU matmul capture",
+                json!({"path": "${FIXTURES}/jax-cpu/logdir", "run": "matmul", "limit": 5}),
+            )
+            .expect(&["rows", "host_executed"]),
+        ]
+    }
+    fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
+        let limit = call.usize_or("limit", 100)?;
+        let s = session(call)?;
+        let (st, used, warnings) = op_stats(call, &s)?;
+        let Some((db, host_executed)) = xprof_opstats::views::op_db(&st) else {
+            return Ok(ToolOutput::no_data(
+                "no XLA op events: no device plane and no host thread events with an hlo_op stat",
+                DEVICE_TRACE_FLAGS,
+            ));
+        };
+        let rows = xprof_opstats::views::hlo_stats_of(&st, db);
+        let total = rows.len();
+        let shown: Vec<Value> = rows
+            .into_iter()
+            .take(if limit == 0 { usize::MAX } else { limit })
+            .map(Value::Object)
+            .collect();
+        let mut body = Map::new();
+        body.insert("host_executed".into(), json!(host_executed));
+        body.insert("total_time_ps".into(), json!(db.total_time_ps));
+        body.insert("total_records".into(), json!(total));
+        body.insert("returned_records".into(), json!(shown.len()));
+        body.insert("truncated".into(), json!(shown.len() < total));
+        body.insert("rows".into(), Value::Array(shown));
+        Ok(with_capture(&s, &used, &warnings, body).into())
+    }
+}

@@ -1,0 +1,80 @@
+use serde_json::{Map, Value, json};
+use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
+
+use crate::common::{op_stats, session, with_capture};
+
+pub struct GetKpiMetrics;
+register_tool!(GetKpiMetrics);
+
+impl Tool for GetKpiMetrics {
+    fn name(&self) -> &'static str {
+        "get_kpi_metrics"
+    }
+    fn summary(&self) -> &'static str {
+        "Headline KPIs: step time, duty cycle, MXU and roofline utilization, device"
+    }
+    fn doc(&self) -> &'static str {
+        "The few numbers to look at first, taken from the overview page: average step time, \
+         device duty cycle, MXU utilization, roofline utilization and the device. Placeholders \
+         (XProf's 0 for what it cannot measure) are null with a `_reason`."
+    }
+    fn params(&self) -> Params {
+        Params::new().capture().host()
+    }
+    fn output(&self) -> &'static str {
+        "{capture, run, step_time_ms, duty_cycle_percent, mxu_utilization_percent, roofline_utilization, device, note}"
+    }
+    fn examples(&self) -> Vec<Example> {
+        vec![
+            Example::new(
+                "KPIs of the shared TPU v6e capture",
+                json!({"path": "${CORPUS}/fixtures/seed-v6e/logdir"}),
+            )
+            .expect(&[
+                "step_time_ms",
+                "duty_cycle_percent",
+                "roofline_utilization",
+                "device",
+            ]),
+        ]
+    }
+    fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
+        let s = session(call)?;
+        let (st, used, warnings) = op_stats(call, &s)?;
+        let ov = xprof_opstats::views::overview(&st);
+        let ps = ov["performance_summary"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let mut body = Map::new();
+        let mut copy = |from: &str, to: &str| {
+            for suffix in ["", "_reason", "_measured"] {
+                if let Some(v) = ps.get(&format!("{from}{suffix}")) {
+                    body.insert(format!("{to}{suffix}"), v.clone());
+                }
+            }
+        };
+        copy("steptime_ms_average", "step_time_ms");
+        copy("device_duty_cycle_percent", "duty_cycle_percent");
+        copy("mxu_utilization_percent", "mxu_utilization_percent");
+        copy(
+            "flop_rate_utilization_relative_to_roofline",
+            "roofline_utilization",
+        );
+        body.insert(
+            "device".into(),
+            json!({
+                "device_type": ov["run_environment"]["device_type"],
+                "device_core_count": ov["run_environment"]["device_core_count"],
+            }),
+        );
+        body.insert("steps_source".into(), ov["steps"]["steps_source"].clone());
+        body.insert(
+            "note".into(),
+            Value::from(
+                "roofline_utilization is the program-level cost-model scalar; see get_roofline_model caveats before acting on it.",
+            ),
+        );
+        Ok(with_capture(&s, &used, &warnings, body).into())
+    }
+}

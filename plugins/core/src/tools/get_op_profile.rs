@@ -1,0 +1,86 @@
+use serde_json::{Map, json};
+use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
+
+use crate::common::{DEVICE_TRACE_FLAGS, op_stats, session, with_capture};
+
+pub struct GetOpProfile;
+register_tool!(GetOpProfile);
+
+impl Tool for GetOpProfile {
+    fn name(&self) -> &'static str {
+        "get_op_profile"
+    }
+    fn aliases(&self) -> &'static [&'static str] {
+        &["get_hlo_op_profile"]
+    }
+    fn summary(&self) -> &'static str {
+        "Op profile tree by program or by category (XProf op_profile)"
+    }
+    fn doc(&self) -> &'static str {
+        "XProf's op_profile: a tree root → program → category → op (or root → category → op \
+         with --group_by category), each node with rawTime (ps), self time, FLOPs, HBM bytes, \
+         occurrences and utilisation fractions; IDLE is a root child unless --include_idle false. \
+         On CPU-only captures the tree holds the host-executed XLA ops (`host_executed`)."
+    }
+    fn params(&self) -> Params {
+        Params::new()
+            .capture()
+            .host()
+            .string_enum(
+                "group_by",
+                "Tree grouping.",
+                &["program", "category"],
+                "program",
+            )
+            .boolean(
+                "include_idle",
+                "Include the IDLE node (time the device ran no op).",
+                true,
+            )
+    }
+    fn output(&self) -> &'static str {
+        "{capture, run, device_type, group_by, total_time_ps, idle_time_ps, idle_percent, profile}"
+    }
+    fn examples(&self) -> Vec<Example> {
+        vec![
+            Example::new(
+                "Op profile by program of the shared TPU v6e capture",
+                json!({"path": "${CORPUS}/fixtures/seed-v6e/logdir"}),
+            )
+            .expect(&["profile", "total_time_ps"]),
+            Example::new(
+                "By category, without idle, on the bundled CPU capture",
+                json!({"path": "${FIXTURES}/jax-cpu/logdir", "run": "mlp_steps", "group_by": "category", "include_idle": false}),
+            )
+            .expect(&["profile"]),
+        ]
+    }
+    fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
+        let group_by = call.str_or("group_by", "program")?;
+        let include_idle = call.bool_or("include_idle", true)?;
+        let s = session(call)?;
+        let (st, used, warnings) = op_stats(call, &s)?;
+        let Some((db, host_executed)) = xprof_opstats::views::op_db(&st) else {
+            return Ok(ToolOutput::no_data(
+                "no XLA op events: no device plane and no host thread events with an hlo_op stat",
+                DEVICE_TRACE_FLAGS,
+            ));
+        };
+        let idle = db.idle_op_time_ps();
+        let mut body = Map::new();
+        body.insert("device_type".into(), json!(st.run_env.device_type));
+        body.insert("host_executed".into(), json!(host_executed));
+        body.insert("group_by".into(), json!(group_by));
+        body.insert("total_time_ps".into(), json!(db.total_time_ps));
+        body.insert("idle_time_ps".into(), json!(idle));
+        body.insert(
+            "idle_percent".into(),
+            json!(100.0 * xprof_opstats::metrics::safe_div(idle as f64, db.total_time_ps as f64)),
+        );
+        body.insert(
+            "profile".into(),
+            xprof_opstats::views::op_profile(&st, &group_by, include_idle),
+        );
+        Ok(with_capture(&s, &used, &warnings, body).into())
+    }
+}

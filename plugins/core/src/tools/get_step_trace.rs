@@ -1,0 +1,63 @@
+use serde_json::{Map, Value, json};
+use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
+
+use crate::common::{op_stats, session, with_capture};
+
+pub struct GetStepTrace;
+register_tool!(GetStepTrace);
+
+impl Tool for GetStepTrace {
+    fn name(&self) -> &'static str {
+        "get_step_trace"
+    }
+    fn summary(&self) -> &'static str {
+        "Steps and their time breakdown (from XProf's step grouping)"
+    }
+    fn doc(&self) -> &'static str {
+        "The steps XProf's grouping finds — from a device `Steps` line, `group_id` stats, or host \
+         `_r` root events with their flows (`steps_source`) — each with begin, duration (exact \
+         ps) and breakdown (generic components on CPU/GPU, self time per HLO category on TPU). \
+         Without such markers XProf has no steps: the answer then carries `steps_inferred` (one \
+         step per XLA module execution — our inference, labelled as such)."
+    }
+    fn params(&self) -> Params {
+        Params::new()
+            .capture()
+            .host()
+            .integer_min("limit", "Maximum steps listed.", Some(100), 1)
+    }
+    fn output(&self) -> &'static str {
+        "{capture, run, steps_source, count, complete_count, steps: [...], steps_inferred?}"
+    }
+    fn examples(&self) -> Vec<Example> {
+        vec![
+            Example::new(
+                "Steps of a CPU training capture (host _r roots)",
+                json!({"path": "${CORPUS}/fixtures/jax-cpu/logdir", "run": "mlp_train"}),
+            )
+            .expect(&["steps_source", "steps"]),
+            Example::new(
+                "A TPU capture without step markers (inferred steps)",
+                json!({"path": "${CORPUS}/fixtures/seed-v6e/logdir"}),
+            )
+            .expect(&["steps_source"]),
+        ]
+    }
+    fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
+        let limit = call.usize_or("limit", 100)?.max(1);
+        let s = session(call)?;
+        let (st, used, warnings) = op_stats(call, &s)?;
+        let mut summary = xprof_opstats::views::steps_summary(&st);
+        let mut body: Map<String, Value> = summary
+            .as_object_mut()
+            .map(std::mem::take)
+            .unwrap_or_default();
+        if let Some(Value::Array(v)) = body.get_mut("steps") {
+            let total = v.len();
+            v.truncate(limit);
+            let n = v.len();
+            body.insert("truncated".into(), json!(n < total));
+        }
+        Ok(with_capture(&s, &used, &warnings, body).into())
+    }
+}

@@ -1,0 +1,183 @@
+use regex::Regex;
+use serde_json::{Map, Value, json};
+use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
+use xprof_proto::xplane::{XSpace, x_event};
+
+use crate::common::{load_error, selected_hosts, session, with_capture};
+
+pub struct ListXplaneEvents;
+register_tool!(ListXplaneEvents);
+
+/// Filters shared by the event tools.
+pub struct EventFilter {
+    pub plane: Regex,
+    pub line: Regex,
+    pub event: Regex,
+    pub start_ps: Option<i64>,
+    pub end_ps: Option<i64>,
+    pub min_dur: Option<i64>,
+    pub max_dur: Option<i64>,
+}
+
+fn regex_arg(call: &Call, name: &str) -> Result<Regex, ToolError> {
+    let s = call.str_or(name, ".*")?;
+    Regex::new(&s).map_err(|e| {
+        ToolError::invalid(format!("argument `{name}` is not a valid regex: {e}")).with_hint(
+            format!("pass --{name} with a Rust/RE2-style regular expression, e.g. 'XLA Ops'"),
+        )
+    })
+}
+
+impl EventFilter {
+    pub fn params(p: Params) -> Params {
+        p.string_default("plane_regex", "Regex (unanchored) on plane names.", ".*")
+            .string_default("line_regex", "Regex (unanchored) on line names.", ".*")
+            .string_default("event_regex", "Regex (unanchored) on event names.", ".*")
+            .integer("start_time_ps", "Keep events starting at or after this absolute time (ps, line timestamp + offset).", None)
+            .integer("end_time_ps", "Keep events ending at or before this absolute time (ps).", None)
+            .integer_min("min_duration_ps", "Keep events at least this long.", None, 0)
+            .integer_min("max_duration_ps", "Keep events at most this long.", None, 0)
+    }
+    pub fn from_call(call: &Call) -> Result<Self, ToolError> {
+        let f = EventFilter {
+            plane: regex_arg(call, "plane_regex")?,
+            line: regex_arg(call, "line_regex")?,
+            event: regex_arg(call, "event_regex")?,
+            start_ps: call.opt_i64("start_time_ps")?,
+            end_ps: call.opt_i64("end_time_ps")?,
+            min_dur: call.opt_i64("min_duration_ps")?,
+            max_dur: call.opt_i64("max_duration_ps")?,
+        };
+        if let (Some(s), Some(e)) = (f.start_ps, f.end_ps)
+            && e < s
+        {
+            return Err(ToolError::invalid(format!(
+                "end_time_ps ({e}) is before start_time_ps ({s})"
+            ))
+            .with_hint("pass an end_time_ps >= start_time_ps"));
+        }
+        Ok(f)
+    }
+
+    /// Visit matching events in plane/line/event order: (plane, line, event name, line-relative
+    /// offset, absolute start, duration). Return false from `f` to stop.
+    pub fn for_each(
+        &self,
+        space: &XSpace,
+        mut f: impl FnMut(&str, &str, i64, &str, i64, i64, i64) -> bool,
+    ) {
+        for p in &space.planes {
+            if !self.plane.is_match(&p.name) {
+                continue;
+            }
+            for l in &p.lines {
+                if !self.line.is_match(&l.name) {
+                    continue;
+                }
+                for e in &l.events {
+                    let md = p.event_metadata.get(&e.metadata_id);
+                    let name = match md {
+                        Some(m) if !m.display_name.is_empty() => m.display_name.as_str(),
+                        Some(m) => m.name.as_str(),
+                        None => "Unknown",
+                    };
+                    if !self.event.is_match(name) {
+                        continue;
+                    }
+                    let offset = match e.data {
+                        Some(x_event::Data::OffsetPs(o)) => o,
+                        _ => 0,
+                    };
+                    let start = l.timestamp_ns.saturating_mul(1000).saturating_add(offset);
+                    let end = start.saturating_add(e.duration_ps);
+                    if self.start_ps.is_some_and(|s| start < s)
+                        || self.end_ps.is_some_and(|x| end > x)
+                        || self.min_dur.is_some_and(|d| e.duration_ps < d)
+                        || self.max_dur.is_some_and(|d| e.duration_ps > d)
+                    {
+                        continue;
+                    }
+                    if !f(&p.name, &l.name, l.id, name, offset, start, e.duration_ps) {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The single host an event tool reads (named, else the first) and its decoded XSpace.
+pub fn one_host(call: &mut Call) -> Result<(xprof_capture::Session, usize, XSpace), ToolError> {
+    let s = session(call)?;
+    let idx = {
+        let hosts = selected_hosts(call, &s)?;
+        s.hosts
+            .iter()
+            .position(|h| h.name == hosts[0].name)
+            .unwrap_or(0)
+    };
+    let path = s.hosts[idx].path.clone();
+    call.read_file(&path);
+    let space = xprof_opstats::load::read_xspace(&path).map_err(load_error)?;
+    Ok((s, idx, space))
+}
+
+impl Tool for ListXplaneEvents {
+    fn name(&self) -> &'static str {
+        "list_xplane_events"
+    }
+    fn summary(&self) -> &'static str {
+        "List raw trace events with regex, time-window and duration filters"
+    }
+    fn doc(&self) -> &'static str {
+        "Raw XSpace events of one host (--host, default the first), in plane/line/event order, \
+         filtered by regexes on plane, line and event names (unanchored), an absolute time window \
+         (ps on the capture's clock: line timestamp + offset) and durations; paged with \
+         --offset/--max_events. Names are the metadata display name, else the name."
+    }
+    fn params(&self) -> Params {
+        EventFilter::params(Params::new().capture().host())
+            .integer_min("max_events", "Maximum events returned.", Some(100), 0)
+            .integer_min(
+                "offset",
+                "Skip this many matching events first.",
+                Some(0),
+                0,
+            )
+    }
+    fn output(&self) -> &'static str {
+        "{capture, run, events: [{plane, line, line_id, event, offset_ps, start_ps, duration_ps}], total_matched, truncated}"
+    }
+    fn examples(&self) -> Vec<Example> {
+        vec![Example::new(
+            "XLA ops of the shared TPU capture",
+            json!({"path": "${CORPUS}/fixtures/seed-v6e/logdir", "plane_regex": "TPU", "line_regex": "^XLA Ops$", "max_events": 5}),
+        )
+        .expect(&["events", "total_matched"])]
+    }
+    fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
+        let filter = EventFilter::from_call(call)?;
+        let max = call.usize_or("max_events", 100)?;
+        let skip = call.usize_or("offset", 0)?;
+        let (s, idx, space) = one_host(call)?;
+        let mut events = Vec::new();
+        let mut matched = 0usize;
+        filter.for_each(&space, |plane, line, line_id, name, offset, start, dur| {
+            if matched >= skip && events.len() < max {
+                events.push(json!({
+                    "plane": plane, "line": line, "line_id": line_id.to_string(), "event": name,
+                    "offset_ps": offset, "start_ps": start, "duration_ps": dur,
+                }));
+            }
+            matched += 1;
+            true
+        });
+        let mut body = Map::new();
+        let n = events.len();
+        body.insert("events".into(), Value::Array(events));
+        body.insert("total_matched".into(), json!(matched));
+        body.insert("returned".into(), json!(n));
+        body.insert("truncated".into(), json!(skip + n < matched));
+        Ok(with_capture(&s, &[&s.hosts[idx]], &[], body).into())
+    }
+}
