@@ -6,6 +6,7 @@ pub mod diff;
 pub mod dump;
 pub mod error;
 pub mod graph;
+pub mod print;
 pub mod text;
 
 pub use error::HloError;
