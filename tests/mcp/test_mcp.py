@@ -1,0 +1,417 @@
+"""End-to-end tests of `xprof mcp` driven by the official MCP Python SDK client.
+
+Run through tests/mcp/run.sh, which prepares the venv. Needs:
+  XPROF_BIN         the built `xprof` binary
+  XPROF_PLUGIN_DIR  a directory holding the built plugins (libxprof_plugin_*.so)
+  XPROF_CORPUS      the shared corpus (default: <repo>/../shared); with CI set, a missing corpus fails.
+"""
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import jsonschema
+import pytest
+from mcp import ClientSession, StdioServerParameters, types
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import McpError
+from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
+
+REPO = Path(__file__).resolve().parents[2]
+TOKEN = "s3cret-token-for-tests"
+
+
+def _require_env(name: str) -> Path:
+    v = os.environ.get(name)
+    if not v:
+        pytest.fail(f"{name} is not set; run tests/mcp/run.sh (see its header)")
+    p = Path(v)
+    if not p.exists():
+        pytest.fail(f"{name}={v} does not exist")
+    return p.resolve()
+
+
+@pytest.fixture(scope="session")
+def xprof_bin() -> Path:
+    return _require_env("XPROF_BIN")
+
+
+@pytest.fixture(scope="session")
+def plugin_dir() -> Path:
+    d = _require_env("XPROF_PLUGIN_DIR")
+    if not list(d.glob("libxprof_plugin_core*")):
+        pytest.fail(f"XPROF_PLUGIN_DIR={d} holds no libxprof_plugin_core; build the plugins first")
+    return d
+
+
+@pytest.fixture(scope="session")
+def seed_logdir() -> Path:
+    corpus = Path(os.environ.get("XPROF_CORPUS") or REPO.parent / "shared")
+    logdir = corpus / "fixtures" / "seed-v6e" / "logdir"
+    if not logdir.is_dir():
+        if os.environ.get("CI"):
+            pytest.fail(f"the shared corpus is missing at {corpus} (set XPROF_CORPUS); CI must not skip")
+        pytest.skip(f"shared corpus not found at {corpus}")
+    return logdir.resolve()
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="session")
+def sandbox(tmp_path_factory, seed_logdir) -> dict:
+    """A root with a copy of the seed capture, a symlink escaping it, and a directory outside."""
+    base = tmp_path_factory.mktemp("sandbox").resolve()
+    root, outside, client_root = base / "root", base / "outside", base / "client_root"
+    shutil.copytree(seed_logdir, root / "logdir")
+    shutil.copytree(seed_logdir, outside / "logdir")
+    shutil.copytree(seed_logdir, client_root / "logdir")
+    (root / "escape").symlink_to(outside)
+    return {"root": root, "outside": outside, "client_root": client_root}
+
+
+def server_env(cache_dir: Path, **extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XPROF_", "XLA_"))}
+    env.pop("RUST_BACKTRACE", None)
+    env["XPROF_CACHE_DIR"] = str(cache_dir)
+    env.update(extra)
+    return env
+
+
+def base_args(plugin_dir: Path) -> list[str]:
+    return ["--no-default-plugin-dirs", "--plugin-dir", str(plugin_dir)]
+
+
+def cli_json(xprof_bin, plugin_dir, *args, env=None) -> dict:
+    out = subprocess.run(
+        [str(xprof_bin), *base_args(plugin_dir), *args],
+        capture_output=True, text=True, env=env, timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def canonical_tools(xprof_bin, plugin_dir) -> tuple[set, set]:
+    listing = cli_json(xprof_bin, plugin_dir, "tools", "--format", "json")
+    names, aliases = set(), set()
+    for p in listing["plugins"]:
+        for t in p["tools"]:
+            names.add(t["name"])
+            aliases.update(t.get("aliases") or [])
+    return names, aliases
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared checks, run over both transports
+
+
+async def check_session(session: ClientSession, ctx: dict) -> None:
+    init = ctx["init"]
+    assert init.serverInfo.name == "xprof"
+    assert init.protocolVersion in SUPPORTED_PROTOCOL_VERSIONS
+    assert init.capabilities.tools is not None
+
+    # tools/list: every canonical tool, no alias, schemas that are valid JSON Schema.
+    listed = (await session.list_tools()).tools
+    names = {t.name for t in listed}
+    assert names == ctx["canonical"], (names ^ ctx["canonical"])
+    assert not names & ctx["aliases"]
+    for t in listed:
+        schema = t.inputSchema
+        jsonschema.Draft202012Validator.check_schema(schema)
+        assert schema["type"] == "object", t.name
+        assert t.description and len(t.description) > 20, t.name
+        dumped = json.dumps(schema)
+        assert '"x-' not in dumped, f"{t.name}: x- keywords leak into the schema"
+        for pname, p in schema.get("properties", {}).items():
+            assert p.get("description"), f"{t.name}.{pname} has no description"
+    hosts_tool = next(t for t in listed if t.name == "get_hosts")
+    assert hosts_tool.inputSchema["properties"]["path"]["format"] == "path"
+
+    # A real call on the seed capture: the same answer as the CLI, as text and structured.
+    res = await session.call_tool("get_hosts", {"path": str(ctx["logdir"])})
+    assert not res.isError, res.content
+    assert isinstance(res.structuredContent, dict)
+    assert [h["hostname"] for h in res.structuredContent["hosts"]] == ["host0"]
+    assert res.structuredContent["run"] == "testrun"
+    assert json.loads(res.content[0].text) == res.structuredContent
+    assert res.structuredContent == ctx["cli_get_hosts"]
+
+    # Tool failure: isError with the CLI's error object.
+    res = await session.call_tool("get_hosts", {"path": str(ctx["logdir"] / "no_such_run")})
+    assert res.isError
+    err = json.loads(res.content[0].text)
+    assert err["tool"] == "get_hosts"
+    assert err["error"]["kind"] == "path"
+    assert "no_such_run" in err["error"]["message"]
+    assert err["error"]["hint"]
+
+    # Malformed arguments and unknown tools are JSON-RPC errors (-32602).
+    for name, args, needle in [
+        ("get_hosts", {"bogus": 1}, "unknown argument `bogus`"),
+        ("get_hosts", {"path": 5}, "`path` must be string"),
+        ("no_such_tool", {}, "unknown tool"),
+    ]:
+        with pytest.raises(McpError) as e:
+            await session.call_tool(name, args)
+        assert e.value.error.code == types.INVALID_PARAMS, (name, e.value.error)
+        assert needle in e.value.error.message, e.value.error.message
+
+    # Paths outside the roots: plainly, through `..`, through a symlink.
+    root = ctx["root"]
+    for bad in [
+        str(ctx["outside"] / "logdir"),
+        str(root / ".." / "outside" / "logdir"),
+        str(root / "escape" / "logdir"),
+        "/etc",
+    ]:
+        res = await session.call_tool("get_hosts", {"path": bad})
+        assert res.isError, bad
+        err = json.loads(res.content[0].text)
+        assert err["error"]["kind"] == "path", err
+        assert "outside the MCP server's roots" in err["error"]["message"], err
+    # ... and through a path parameter other than the positional one.
+    res = await session.call_tool("get_hosts", {"logdir": str(ctx["outside"] / "logdir")})
+    assert res.isError and "outside" in res.content[0].text
+
+    # Concurrent calls are all answered, each correctly.
+    results = await asyncio.gather(
+        *[session.call_tool("get_hosts", {"path": str(ctx["logdir"])}) for _ in range(8)]
+    )
+    assert all(not r.isError and r.structuredContent == ctx["cli_get_hosts"] for r in results)
+
+
+@pytest.fixture(scope="session")
+def ctx(xprof_bin, plugin_dir, sandbox, cache_dir) -> dict:
+    canonical, aliases = canonical_tools(xprof_bin, plugin_dir)
+    assert "get_hosts" in canonical and "list_runs" in canonical
+    logdir = sandbox["root"] / "logdir"
+    cli = cli_json(
+        xprof_bin, plugin_dir, "get_hosts", str(logdir), "--no_cache",
+        env=server_env(cache_dir),
+    )
+    return {
+        "canonical": canonical,
+        "aliases": aliases,
+        "logdir": logdir,
+        "root": sandbox["root"],
+        "outside": sandbox["outside"],
+        "cli_get_hosts": cli,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# stdio
+
+
+def stdio_params(xprof_bin, plugin_dir, cache_dir, *extra) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=str(xprof_bin),
+        args=[*base_args(plugin_dir), "mcp", *extra],
+        env=server_env(cache_dir),
+    )
+
+
+def test_stdio(xprof_bin, plugin_dir, cache_dir, ctx):
+    async def go():
+        params = stdio_params(xprof_bin, plugin_dir, cache_dir, "--root", str(ctx["root"]))
+        with open(os.devnull, "w") as devnull:
+            async with stdio_client(params, errlog=devnull) as (r, w):
+                async with ClientSession(r, w) as session:
+                    ctx2 = dict(ctx, init=await session.initialize())
+                    await check_session(session, ctx2)
+
+    asyncio.run(go())
+
+
+def test_stdio_client_roots_extend_the_configured_ones(xprof_bin, plugin_dir, cache_dir, ctx, sandbox):
+    client_root = sandbox["client_root"]
+
+    async def list_roots(_context):
+        return types.ListRootsResult(roots=[types.Root(uri=client_root.as_uri())])
+
+    async def go():
+        params = stdio_params(xprof_bin, plugin_dir, cache_dir, "--root", str(ctx["root"]))
+        with open(os.devnull, "w") as devnull:
+            async with stdio_client(params, errlog=devnull) as (r, w):
+                async with ClientSession(r, w, list_roots_callback=list_roots) as session:
+                    await session.initialize()
+                    res = await session.call_tool("get_hosts", {"path": str(client_root / "logdir")})
+                    assert not res.isError, res.content
+                    assert res.structuredContent["run"] == "testrun"
+                    # Announced roots add to the configured ones; they do not open everything.
+                    res = await session.call_tool("get_hosts", {"path": str(sandbox["outside"] / "logdir")})
+                    assert res.isError and "outside the MCP server's roots" in res.content[0].text
+
+    asyncio.run(go())
+
+
+def test_stdio_stdout_carries_only_json_rpc(xprof_bin, plugin_dir, cache_dir, ctx):
+    """Raw exchange: every stdout line is a JSON-RPC message; logs go to stderr."""
+    msgs = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "get_hosts", "arguments": {"path": str(ctx["logdir"])}}},
+    ]
+    proc = subprocess.run(
+        [str(xprof_bin), *base_args(plugin_dir), "mcp", "--root", str(ctx["root"])],
+        input="".join(json.dumps(m) + "\n" for m in msgs),
+        capture_output=True, text=True, env=server_env(cache_dir), timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    replies = {}
+    for line in lines:
+        m = json.loads(line)
+        assert m["jsonrpc"] == "2.0"
+        replies[m.get("id")] = m
+    assert set(replies) == {1, 2}, lines
+    assert replies[2]["result"]["structuredContent"] == ctx["cli_get_hosts"]
+    assert "roots" in proc.stderr and str(ctx["root"]) in proc.stderr
+
+
+def test_bad_mcp_arguments_are_usage_errors(xprof_bin, plugin_dir, cache_dir):
+    for args, code, needle in [
+        (["--bogus"], 2, "unknown argument `--bogus`"),
+        (["--root", "/no/such/dir"], 3, "--root /no/such/dir"),
+        (["--http"], 2, "--http needs a value"),
+        (["--http", "256.0.0.1:1"], 2, "cannot listen"),
+    ]:
+        proc = subprocess.run(
+            [str(xprof_bin), *base_args(plugin_dir), "mcp", *args],
+            capture_output=True, text=True, env=server_env(cache_dir), timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+        assert proc.returncode == code, (args, proc.returncode, proc.stderr)
+        assert proc.stdout == ""
+        err = json.loads(proc.stderr.strip().splitlines()[-1])
+        assert needle in err["error"]["message"], err
+
+
+# ---------------------------------------------------------------------------------------------
+# streamable HTTP
+
+
+class HttpServer:
+    def __init__(self, xprof_bin, plugin_dir, cache_dir, root, *extra, env_extra=None):
+        self.proc = subprocess.Popen(
+            [str(xprof_bin), *base_args(plugin_dir), "mcp", "--http", "127.0.0.1:0",
+             "--root", str(root), *extra],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, env=server_env(cache_dir, **(env_extra or {})),
+        )
+        # Readiness: the first stdout line is the bound URL (printed once listening).
+        self.url = self.proc.stdout.readline().strip()
+        if not self.url.startswith("http://127.0.0.1:"):
+            self.proc.kill()
+            raise AssertionError(f"no URL on stdout: {self.url!r}; stderr: {self.proc.stderr.read()}")
+
+    def stop(self) -> tuple[int, str, str]:
+        self.proc.send_signal(signal.SIGTERM)
+        out, err = self.proc.communicate(timeout=60)
+        return self.proc.returncode, out, err
+
+
+@pytest.fixture(scope="module")
+def http_server(xprof_bin, plugin_dir, cache_dir, ctx):
+    srv = HttpServer(xprof_bin, plugin_dir, cache_dir, ctx["root"], "--token", TOKEN)
+    yield srv
+    code, out, err = srv.stop()
+    assert code == 0, err
+    assert out == "", f"stdout after the URL line must stay empty: {out!r}"
+
+
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
+ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def raw_post(url, headers) -> httpx.Response:
+    # A fresh connection per negative request: a response sent before the body was read can
+    # break the next request on a kept-alive connection.
+    return httpx.post(url, json=INIT, headers={**ACCEPT, **headers}, timeout=30)
+
+
+def test_http(http_server, ctx):
+    async def go():
+        client = create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"})
+        async with client:
+            async with streamable_http_client(http_server.url, http_client=client) as (r, w, _):
+                async with ClientSession(r, w) as session:
+                    ctx2 = dict(ctx, init=await session.initialize())
+                    await check_session(session, ctx2)
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("origin", [
+    "http://evil.example", "http://localhost.evil.example", "null", "https://127.0.0.1.evil.example",
+])
+def test_http_foreign_origin_is_forbidden(http_server, origin):
+    # Even with the right token: Origin is checked first (DNS-rebinding protection).
+    r = raw_post(http_server.url, {"Origin": origin, "Authorization": f"Bearer {TOKEN}"})
+    assert r.status_code == 403, (origin, r.status_code, r.text)
+
+
+def test_http_local_origin_with_token_is_served(http_server):
+    r = raw_post(http_server.url, {"Origin": "http://localhost:5173", "Authorization": f"Bearer {TOKEN}"})
+    assert r.status_code == 200, r.text
+    assert r.json()["result"]["serverInfo"]["name"] == "xprof"
+
+
+@pytest.mark.parametrize("auth", [None, "Bearer wrong-token", f"Basic {TOKEN}", "Bearer", f"bearer-{TOKEN}"])
+def test_http_missing_or_wrong_token_is_unauthorized(http_server, auth):
+    headers = {"Authorization": auth} if auth is not None else {}
+    r = raw_post(http_server.url, headers)
+    assert r.status_code == 401, (auth, r.status_code, r.text)
+    assert r.headers.get("www-authenticate") == "Bearer"
+
+
+def test_http_foreign_host_header_is_forbidden(http_server):
+    r = raw_post(http_server.url, {"Host": "evil.example", "Authorization": f"Bearer {TOKEN}"})
+    assert r.status_code == 403, r.text
+
+
+def test_http_token_from_environment(xprof_bin, plugin_dir, cache_dir, ctx):
+    srv = HttpServer(xprof_bin, plugin_dir, cache_dir, ctx["root"],
+                     env_extra={"XPROF_MCP_TOKEN": "from-env"})
+    try:
+        assert raw_post(srv.url, {}).status_code == 401
+        assert raw_post(srv.url, {"Authorization": "Bearer from-env"}).status_code == 200
+    finally:
+        code, _, err = srv.stop()
+    assert code == 0, err
+
+
+def test_http_without_token_serves_local_clients(xprof_bin, plugin_dir, cache_dir, ctx):
+    srv = HttpServer(xprof_bin, plugin_dir, cache_dir, ctx["root"])
+    try:
+        async def go():
+            async with streamable_http_client(srv.url) as (r, w, _):
+                async with ClientSession(r, w) as session:
+                    await session.initialize()
+                    res = await session.call_tool("get_hosts", {"path": str(ctx["logdir"])})
+                    assert res.structuredContent == ctx["cli_get_hosts"]
+
+        asyncio.run(go())
+        assert raw_post(srv.url, {"Origin": "http://evil.example"}).status_code == 403
+    finally:
+        code, _, err = srv.stop()
+    assert code == 0, err
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-v"]))
