@@ -97,10 +97,10 @@ fn copy_atomic(from: &Path, to: &Path) -> crate::Result {
 /// end-to-end suite with the official Python client.
 pub fn test(args: &[String]) -> crate::Result {
     let mut c = cargo();
-    c.args(["build", "--workspace", "--locked"]);
+    c.args(["build", "--workspace"]);
     step(c, "cargo build --workspace")?;
     let mut c = cargo();
-    c.args(["test", "--workspace", "--locked"]);
+    c.args(["test", "--workspace"]);
     c.args(args);
     step(c, "cargo test --workspace")?;
     let mcp = root().join("tests/mcp/run.sh");
