@@ -71,6 +71,24 @@ pub enum HloError {
     #[error("computation '{name}' not found in module '{module}'")]
     ComputationNotFound { name: String, module: String },
 
+    #[error("{path}: not a valid xla.HloProto: {message}")]
+    Decode { path: String, message: String },
+
+    #[error("{0}")]
+    XSpace(#[from] xprof_xspace::XSpaceError),
+
+    #[error("module '{name}' not found; available: {available:?}")]
+    ModuleNotFound {
+        name: String,
+        available: Vec<String>,
+    },
+
+    #[error("module '{name}' matches {} modules: {candidates:?}", candidates.len())]
+    AmbiguousCaptureModule {
+        name: String,
+        candidates: Vec<String>,
+    },
+
     #[error("invalid argument `{arg}`: {message}")]
     InvalidArgument { arg: &'static str, message: String },
 }
@@ -105,7 +123,11 @@ impl HloError {
             | HloError::StageNotAvailable { .. }
             | HloError::InstructionNotFound { .. }
             | HloError::ComputationNotFound { .. }
-            | HloError::InvalidArgument { .. } => "invalid_value",
+            | HloError::InvalidArgument { .. }
+            | HloError::Decode { .. }
+            | HloError::ModuleNotFound { .. }
+            | HloError::AmbiguousCaptureModule { .. } => "invalid_value",
+            HloError::XSpace(e) => e.kind(),
         }
     }
 
@@ -136,6 +158,13 @@ impl HloError {
                 "pass a computation name as printed in the HLO text".into()
             }
             HloError::InvalidArgument { arg, .. } => format!("check the value of --{arg}"),
+            HloError::Decode { .. } => {
+                "the file is damaged or not an HloProto; re-capture, or point at another run".into()
+            }
+            HloError::XSpace(_) => "the .xplane.pb is damaged or truncated; re-capture the profile".into(),
+            HloError::ModuleNotFound { .. } | HloError::AmbiguousCaptureModule { .. } => {
+                "run list_hlo_modules and pass one of its names as --module_name (the bare module name or the program id also work when unique)".into()
+            }
         })
     }
 }

@@ -2,6 +2,7 @@
 //! discovery and stage diffs. Everything here works on files and text; the plugin maps
 //! [`HloError`] to exit-code classes.
 
+pub mod capture;
 pub mod diff;
 pub mod dump;
 pub mod error;
