@@ -87,14 +87,52 @@ impl std::ops::Deref for Backing {
     }
 }
 
+/// Which planes to index, by name (see [`ReadOptions::planes`]).
+pub type PlaneFilter = std::sync::Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
 /// How to read a capture.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct ReadOptions {
     /// Fail on a corrupt plane instead of dropping it with a diagnostic.
     pub strict: bool,
     /// Never memory-map (read the whole file instead). Mapping is the default for files of
     /// 256 KiB and more; a mapped file must not be truncated by another process while read.
     pub no_mmap: bool,
+    /// Index (and validate) only the planes whose name passes this filter; the others are
+    /// skipped unread, which makes e.g. reading `/host:metadata` of a large capture cheap.
+    /// The top-level framing of every plane is still checked.
+    pub planes: Option<PlaneFilter>,
+}
+
+impl ReadOptions {
+    /// Only planes whose name satisfies `f`.
+    pub fn only_planes(mut self, f: impl Fn(&str) -> bool + Send + Sync + 'static) -> Self {
+        self.planes = Some(std::sync::Arc::new(f));
+        self
+    }
+}
+
+impl std::fmt::Debug for ReadOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadOptions")
+            .field("strict", &self.strict)
+            .field("no_mmap", &self.no_mmap)
+            .field("planes", &self.planes.as_ref().map(|_| "<filter>"))
+            .finish()
+    }
+}
+
+/// The name of the plane at `span`, read without parsing the rest (last `name` field wins).
+fn plane_name_only(buf: &[u8], (s, e): Span) -> WireResult<&str> {
+    let mut name = "";
+    for f in Fields::new(buf, s, e) {
+        let f = f?;
+        if f.number == 2 {
+            let (a, b) = f.string(buf, "name")?;
+            name = std::str::from_utf8(&buf[a..b]).unwrap_or("");
+        }
+    }
+    Ok(name)
 }
 
 /// One XSpace file (one host's capture), validated and indexed.
@@ -488,11 +526,11 @@ fn parse_plane(
 impl XSpace {
     /// Open and validate a capture file (memory-mapped when large).
     pub fn open(path: impl AsRef<Path>) -> Result<XSpace, XSpaceError> {
-        Self::open_with(path, ReadOptions::default())
+        Self::open_with(path, &ReadOptions::default())
     }
 
     /// [`XSpace::open`] with options.
-    pub fn open_with(path: impl AsRef<Path>, opts: ReadOptions) -> Result<XSpace, XSpaceError> {
+    pub fn open_with(path: impl AsRef<Path>, opts: &ReadOptions) -> Result<XSpace, XSpaceError> {
         let path = path.as_ref();
         let io = |source| XSpaceError::Io {
             path: path.to_path_buf(),
@@ -522,19 +560,19 @@ impl XSpace {
 
     /// Validate and index an in-memory capture.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<XSpace, XSpaceError> {
-        Self::from_bytes_named(bytes, "<bytes>", ReadOptions::default())
+        Self::from_bytes_named(bytes, "<bytes>", &ReadOptions::default())
     }
 
     /// [`XSpace::from_bytes`] with a name for messages (e.g. the file it came from) and options.
     pub fn from_bytes_named(
         bytes: Vec<u8>,
         name: &str,
-        opts: ReadOptions,
+        opts: &ReadOptions,
     ) -> Result<XSpace, XSpaceError> {
         Self::parse(Backing::Owned(bytes), name.to_string(), opts)
     }
 
-    fn parse(buf: Backing, source: String, opts: ReadOptions) -> Result<XSpace, XSpaceError> {
+    fn parse(buf: Backing, source: String, opts: &ReadOptions) -> Result<XSpace, XSpaceError> {
         let malformed = |l: Located| XSpaceError::Malformed {
             source_name: source.clone(),
             offset: l.err.offset,
@@ -561,9 +599,19 @@ impl XSpace {
         let results: Vec<(Result<PlaneData, Located>, Vec<String>)> = plane_spans
             .par_iter()
             .enumerate()
-            .map(|(pi, sp)| {
+            .filter_map(|(pi, sp)| {
+                if let Some(keep) = &opts.planes {
+                    match plane_name_only(b, *sp) {
+                        Ok(name) if !keep(name) => return None,
+                        Ok(_) => {}
+                        Err(err) => {
+                            let context = format!("XSpace.planes[{pi}]");
+                            return Some((Err(Located { err, context }), Vec::new()));
+                        }
+                    }
+                }
                 let mut d = Vec::new();
-                (parse_plane(b, *sp, pi, &mut d), d)
+                Some((parse_plane(b, *sp, pi, &mut d), d))
             })
             .collect();
         let mut planes = Vec::with_capacity(results.len());

@@ -25,9 +25,10 @@ fn both_decoders_agree_on_every_capture() {
             ReadOptions {
                 no_mmap: true,
                 strict: true,
+                planes: None,
             },
         ] {
-            let ours = XSpace::open_with(f, opts)
+            let ours = XSpace::open_with(f, &opts)
                 .unwrap_or_else(|e| panic!("we reject {}: {e}", f.display()));
             assert!(ours.is_complete(), "{}", f.display());
             let n = common::assert_agree(&ours, &theirs)
@@ -126,4 +127,19 @@ fn ref_values_resolve_through_stat_metadata() {
         }
     }
     assert!(refs > 0, "the corpus has ref_value stats");
+}
+
+#[test]
+fn a_plane_filter_indexes_only_the_named_planes() {
+    let Some(corpus) = common::corpus() else {
+        return;
+    };
+    let path = corpus.join("fixtures/seed-v6e/logdir/plugins/profile/testrun/host0.xplane.pb");
+    let opts = ReadOptions::default().only_planes(|n| n == "/host:metadata");
+    let space = XSpace::open_with(&path, &opts).unwrap();
+    let names: Vec<_> = space.planes().map(|p| p.name()).collect();
+    assert_eq!(names, ["/host:metadata"]);
+    assert_eq!(space.planes().next().unwrap().index(), 0);
+    let full = XSpace::open(&path).unwrap();
+    assert!(full.planes().len() > 1);
 }

@@ -11,10 +11,13 @@ use xprof_proto::xplane as pb;
 use xprof_testkit::{Ref, XSpaceBuilder};
 use xprof_xspace::{ReadOptions, XSpace, XSpaceError};
 
-const STRICT: ReadOptions = ReadOptions {
-    strict: true,
-    no_mmap: true,
-};
+fn strict() -> ReadOptions {
+    ReadOptions {
+        strict: true,
+        no_mmap: true,
+        planes: None,
+    }
+}
 
 fn small_capture() -> Vec<u8> {
     XSpaceBuilder::new()
@@ -134,7 +137,7 @@ fn the_malformed_corpus() {
     for e in std::fs::read_dir(dir.path()).unwrap() {
         let p = e.unwrap().path();
         let bytes = std::fs::read(&p).unwrap();
-        let ours = XSpace::open_with(&p, STRICT);
+        let ours = XSpace::open_with(&p, &strict());
         let theirs = pb::XSpace::decode(bytes.as_slice());
         assert_eq!(
             ours.is_ok(),
@@ -169,7 +172,7 @@ fn a_corrupt_plane_with_intact_framing_is_dropped_with_a_diagnostic() {
         d.contains("XSpace.planes[0] skipped") && d.contains("byte 2"),
         "{d}"
     );
-    let strict = XSpace::from_bytes_named(bytes, "x.xplane.pb", STRICT).unwrap_err();
+    let strict = XSpace::from_bytes_named(bytes, "x.xplane.pb", &strict()).unwrap_err();
     assert!(strict.to_string().contains("XSpace.planes[0]"), "{strict}");
 }
 
@@ -194,7 +197,7 @@ fn errors_deep_in_events_name_the_path_and_offset() {
     let plane = [ld(0x12, b"/device:TPU:0"), ld(0x1a, &line)].concat();
     let bytes = ld(0x0a, &plane);
     let bad_at = bytes.len() - 2; // the tag of the varint str_value
-    let e = XSpace::from_bytes_named(bytes.clone(), "deep.xplane.pb", STRICT).unwrap_err();
+    let e = XSpace::from_bytes_named(bytes.clone(), "deep.xplane.pb", &strict()).unwrap_err();
     let msg = e.to_string();
     assert!(msg.contains("deep.xplane.pb"), "{msg}");
     assert!(
@@ -215,7 +218,7 @@ fn every_truncation_agrees_with_prost() {
     for cut in 0..good.len() {
         let bytes = good[..cut].to_vec();
         let theirs = pb::XSpace::decode(bytes.as_slice());
-        let ours = XSpace::from_bytes_named(bytes, "t", STRICT);
+        let ours = XSpace::from_bytes_named(bytes, "t", &strict());
         match (&ours, &theirs) {
             (Ok(o), Ok(t)) => {
                 common::assert_agree(o, t).unwrap();
@@ -238,7 +241,7 @@ fn every_single_byte_corruption_agrees_with_prost() {
             let mut bytes = good.clone();
             bytes[pos] = val;
             let theirs = pb::XSpace::decode(bytes.as_slice());
-            let ours = XSpace::from_bytes_named(bytes, "t", STRICT);
+            let ours = XSpace::from_bytes_named(bytes, "t", &strict());
             match (&ours, &theirs) {
                 (Ok(o), Ok(t)) => {
                     common::assert_agree(o, t)
