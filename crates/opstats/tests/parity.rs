@@ -338,43 +338,122 @@ fn mlp_train_steps_follow_xprof_grouping() {
     }
 }
 
+/// The project's own captures (`fixtures/`) and XProf 2.24.2's outputs for exactly those files.
+fn local(run: &str) -> (OpStats, PathBuf) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let dir = root.join("jax-cpu/logdir/plugins/profile").join(run);
+    let (space, _) = load_host("host0", &dir.join("host0.xplane.pb"), &[]).unwrap();
+    (
+        build(&space),
+        root.join("oracle").join(run).join("converters"),
+    )
+}
+
+fn read_json(p: PathBuf) -> Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
+    )
+    .unwrap()
+}
+
 #[test]
-#[ignore]
-fn debug_steps() {
-    let c = corpus().unwrap();
-    let s = stats(&c, "jax-cpu-mlp_train");
-    for st in &s.steps.steps {
+fn local_mlp_steps_match_xprof_step_by_step() {
+    let (s, oracle_dir) = local("mlp_steps");
+    assert_eq!(s.steps.source, xprof_opstats::steps::StepsSource::HostRoots);
+    let pod = read_json(oracle_dir.join("pod_viewer.json"));
+    let theirs = pod["podStatsSequence"]["podStatsMap"].as_array().unwrap();
+    assert_eq!(theirs.len(), s.steps.steps.len());
+    for (st, t) in s.steps.steps.iter().zip(theirs) {
+        assert_eq!(Value::from(st.step_num), t["stepNum"]);
+        let core = t["podStatsPerCore"]
+            .as_object()
+            .unwrap()
+            .values()
+            .next()
+            .unwrap();
         let cs = st.per_core.values().next().unwrap();
-        eprintln!(
-            "{} {} dur={} begin={} generic={:?}",
-            st.step_num, st.name, cs.duration_ps, cs.begin_ps, cs.generic_ps
+        assert!(
+            close(
+                cs.duration_ps as f64 / 1e6,
+                core["totalDurationUs"].as_f64().unwrap()
+            ),
+            "step {}",
+            st.step_num
         );
+        // Generic components: ids 1..9 in XProf, indices 0..8 here.
+        for (i, v) in cs.generic_ps.iter().enumerate() {
+            let want = core["stepBreakdownUs"][(i + 1).to_string()]
+                .as_f64()
+                .unwrap();
+            assert!(
+                close(*v as f64 / 1e6, want),
+                "step {} component {}: {} vs {want}",
+                st.step_num,
+                i + 1,
+                *v as f64 / 1e6
+            );
+        }
+    }
+    let o = read_json(oracle_dir.join("overview_page.json"));
+    let p = o[1]["p"].as_object().unwrap();
+    let ov = views::overview(&s);
+    for k in [
+        "steptime_ms_average",
+        "steptime_ms_standard_deviation",
+        "steptime_ms_minimum",
+        "steptime_ms_maximum",
+        "host_compute_time_ms_avg",
+        "host_compute_time_ms_sdv",
+        "other_time_ms_avg",
+        "other_time_ms_sdv",
+        "device_compute_time_ms_avg",
+    ] {
+        assert_eq!(ov["performance_summary"][k], p[k], "{k}");
+    }
+    let table = rows(&o[1]);
+    let names: Vec<Value> = s
+        .steps
+        .complete_steps
+        .iter()
+        .map(|st| Value::from(st.name.clone()))
+        .collect();
+    assert_eq!(
+        names,
+        table
+            .iter()
+            .map(|r| r["stepnum"].clone())
+            .collect::<Vec<_>>()
+    );
+    for (k, v) in o[2]["p"].as_object().unwrap() {
+        assert_eq!(&ov["run_environment"][k], v, "{k}");
     }
 }
 
 #[test]
-#[ignore]
-fn debug_groups() {
-    let c = corpus().unwrap();
-    let dir = run_dir(&c, "jax-cpu-mlp_train");
-    let (space, _) = load_host("host0", &dir.join("host0.xplane.pb"), &[]).unwrap();
-    let plane = space.plane("/host:CPU").unwrap();
-    let g = xprof_opstats::steps::group_host_events(plane);
-    for (li, line) in plane.lines.iter().enumerate() {
-        let mut n = 0;
-        let mut minb = i64::MAX;
-        let mut maxe = 0;
-        for (ei, e) in line.events.iter().enumerate() {
-            if g.event_group[li][ei] == Some(1) {
-                n += 1;
-                minb = minb.min(e.start_ps);
-                maxe = maxe.max(e.end_ps());
-                let name = &plane.meta(e).name;
-                if xprof_opstats::steps::is_explicit_host_step_marker(name) {
-                    eprintln!("marker {name} {} {}", e.start_ps, e.duration_ps);
-                }
-            }
-        }
-        eprintln!("line {} {}: {n} events [{minb},{maxe}]", line.id, line.name);
+fn local_matmul_matches_xprof_and_shows_host_executed_ops() {
+    let (s, oracle_dir) = local("matmul");
+    let o = read_json(oracle_dir.join("overview_page.json"));
+    let ov = views::overview(&s);
+    for (k, v) in o[2]["p"].as_object().unwrap() {
+        assert_eq!(&ov["run_environment"][k], v, "{k}");
     }
+    // XProf: no steps (TraceAnnotation is not a step marker), empty op views.
+    assert!(s.steps.steps.is_empty());
+    assert!(ov["performance_summary"]["steptime_ms_average"].is_null());
+    let pod = read_json(oracle_dir.join("pod_viewer.json"));
+    assert!(
+        pod["podStatsSequence"]["podStatsMap"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    // Ours: the 3 ynn_fusion launches of jit_matmul(0), joined with the embedded HLO.
+    let db = s.host_xla_db.as_ref().unwrap();
+    let op = db.metrics.iter().find(|m| m.name == "ynn_fusion").unwrap();
+    assert_eq!((op.program_id, op.occurrences), (0, 3));
+    assert_ne!(op.category, "unknown");
+    assert_eq!(
+        s.program_names.get(&0).map(String::as_str),
+        Some("jit_matmul")
+    );
 }
