@@ -1,0 +1,173 @@
+//! Steps from each of XProf's grouping signals, on synthetic captures built with the testkit;
+//! expected values computed by hand in the comments.
+
+use xprof_opstats::adapter::host_space;
+use xprof_opstats::steps::StepsSource;
+use xprof_opstats::{OpStats, build, views};
+use xprof_testkit::XSpaceBuilder;
+
+fn stats(b: XSpaceBuilder) -> OpStats {
+    build(&host_space("host0", &b.build(), Vec::new()))
+}
+
+/// A TPU op on `XLA Ops` with its identity in metadata stats.
+fn op(
+    l: xprof_testkit::LineBuilder,
+    name: &str,
+    symbol: u64,
+    cat: &str,
+    start: i64,
+    dur: i64,
+) -> xprof_testkit::LineBuilder {
+    l.event(&format!("%{name} = f32[] op()"), start, dur)
+        .display_name(name)
+        .metadata_stat("program_id", 42u64)
+        .metadata_stat("symbol_id", symbol)
+        .metadata_stat("hlo_category", cat)
+}
+
+#[test]
+fn steps_line_gives_steps_with_category_breakdown() {
+    // Two steps [0,1000] and [1000,2000] (group 7 and 8). Step 7 holds a fusion [100,400] and
+    // an infeed [500,600]; step 8 a fusion [1100,1300].
+    let s = stats(XSpaceBuilder::new().plane("/device:TPU:0", |p| {
+        p.line("Steps", |l| {
+            l.event("7", 0, 1000)
+                .stat("group_id", 7i64)
+                .event("8", 1000, 1000)
+                .stat("group_id", 8i64)
+        })
+        .line("XLA Ops", |l| {
+            let l = op(l, "fusion.1", 1, "loop fusion", 100, 300);
+            let l = op(l, "infeed.2", 2, "infeed", 500, 100);
+            op(l, "fusion.1", 1, "loop fusion", 1100, 200)
+        })
+    }));
+    assert_eq!(s.steps.source, StepsSource::StepsLine);
+    let nums: Vec<i64> = s.steps.steps.iter().map(|x| x.step_num).collect();
+    assert_eq!(nums, [7, 8]);
+    let c7 = s.steps.steps[0].per_core.values().next().unwrap();
+    assert_eq!(c7.duration_ps, 1000);
+    assert_eq!(c7.category_ps["loop fusion"], 300);
+    assert_eq!(c7.category_ps["infeed"], 100);
+    assert_eq!(c7.category_ps["IDLE"], 600);
+    let c8 = s.steps.steps[1].per_core.values().next().unwrap();
+    assert_eq!(
+        (c8.category_ps["loop fusion"], c8.category_ps["IDLE"]),
+        (200, 800)
+    );
+    // TPU step lines are already complete: nothing dropped; step time 1000 ps both.
+    assert_eq!(s.steps.complete_steps.len(), 2);
+    let ov = views::overview(&s);
+    assert_eq!(ov["performance_summary"]["steptime_ms_average"], "0.00");
+    assert_eq!(ov["steps"]["steps_source"], "steps_line");
+    // The op db still covers the whole window: 300+100+200 busy of [100,1300].
+    assert_eq!(s.device_db.total_op_time_ps, 600);
+}
+
+#[test]
+fn group_id_on_module_events_gives_steps() {
+    // No Steps line; two module executions tagged group 3 and 4.
+    let s = stats(XSpaceBuilder::new().plane("/device:TPU:0", |p| {
+        p.line("XLA Modules", |l| {
+            l.event("jit_f(42)", 0, 500)
+                .stat("group_id", 3i64)
+                .event("jit_f(42)", 800, 700)
+                .stat("group_id", 4i64)
+        })
+        .line("XLA Ops", |l| op(l, "fusion.1", 1, "loop fusion", 100, 200))
+    }));
+    assert_eq!(s.steps.source, StepsSource::GroupId);
+    let got: Vec<(i64, u64)> = s
+        .steps
+        .steps
+        .iter()
+        .map(|x| (x.step_num, x.duration_ps()))
+        .collect();
+    assert_eq!(got, [(3, 500), (4, 700)]);
+    assert!(s.steps_inferred.is_empty());
+}
+
+#[test]
+fn host_roots_with_flows_give_steps_and_generic_breakdown() {
+    // Root `train` 0 on [0,1000] nests `dispatch` [100,300], which produces flow (1,5);
+    // `work` [400,900] on another thread consumes it → joins step 0.
+    // Root `train` 1 on [1000,2000] nests `compute` [1100,1200].
+    // `unrelated` [1500,1900] on the worker thread has no link → in no step.
+    let s = stats(XSpaceBuilder::new().plane("/host:CPU", |p| {
+        p.line_with_id(1, "python", |l| {
+            l.event("train", 0, 1000)
+                .stat("_r", 1i64)
+                .stat("step_num", 0i64)
+                .event("dispatch", 100, 200)
+                .stat("_pt", 1i64)
+                .stat("_p", 5u64)
+                .event("train", 1000, 1000)
+                .stat("_r", 1i64)
+                .stat("step_num", 1i64)
+                .event("compute", 1100, 100)
+        })
+        .line_with_id(2, "worker", |l| {
+            l.event("work", 400, 500)
+                .stat("_ct", 1i64)
+                .stat("_c", 5u64)
+                .event("unrelated", 1500, 400)
+        })
+    }));
+    assert_eq!(s.steps.source, StepsSource::HostRoots);
+    let names: Vec<&str> = s.steps.steps.iter().map(|x| x.name.as_str()).collect();
+    assert_eq!(names, ["train 0", "train 1"]);
+    let g0 = s.steps.steps[0]
+        .per_core
+        .values()
+        .next()
+        .unwrap()
+        .generic_ps;
+    // Host compute [100,300] ∪ [400,900] = 700; all others 300.
+    assert_eq!((g0[3], g0[8]), (700, 300));
+    let g1 = s.steps.steps[1]
+        .per_core
+        .values()
+        .next()
+        .unwrap()
+        .generic_ps;
+    assert_eq!((g1[3], g1[8]), (100, 900));
+    // ≤ 5 steps: none dropped as "incomplete".
+    assert_eq!(s.steps.complete_steps.len(), 2);
+}
+
+#[test]
+fn more_than_five_host_steps_drop_first_and_last_in_the_complete_list() {
+    let s = stats(XSpaceBuilder::new().plane("/host:CPU", |p| {
+        p.line_with_id(1, "python", |mut l| {
+            for i in 0..7i64 {
+                l = l
+                    .event("train", i * 100, 100)
+                    .stat("_r", 1i64)
+                    .stat("step_num", i)
+                    .event("op", i * 100 + 10, 50);
+            }
+            l
+        })
+    }));
+    assert_eq!(s.steps.steps.len(), 7);
+    let kept: Vec<i64> = s.steps.complete_steps.iter().map(|x| x.step_num).collect();
+    assert_eq!(kept, [1, 2, 3, 4, 5]);
+}
+
+#[test]
+fn without_markers_xprof_has_no_steps_and_we_infer_one_per_module() {
+    let s = stats(XSpaceBuilder::new().plane("/device:TPU:0", |p| {
+        p.line("XLA Modules", |l| {
+            l.event("jit_f(42)", 0, 500).event("jit_f(42)", 600, 300)
+        })
+        .line("XLA Ops", |l| op(l, "fusion.1", 1, "loop fusion", 100, 200))
+    }));
+    assert_eq!(s.steps.source, StepsSource::None);
+    assert!(s.steps.steps.is_empty());
+    let inferred: Vec<(i64, u64)> = s.steps_inferred.iter().map(|x| (x.0, x.1)).collect();
+    assert_eq!(inferred, [(0, 500), (600, 300)]);
+    let ov = views::overview(&s);
+    assert!(ov["performance_summary"]["steptime_ms_average"].is_null());
+    assert_eq!(ov["steps"]["steps_inferred"]["count"], 2);
+}
