@@ -835,8 +835,8 @@ impl<'p> ModuleView<'p> {
         let mut state = vec![0u8; n];
         let mut order = Vec::with_capacity(n);
         let mut stack: Vec<usize> = Vec::new();
-        for root in 0..n {
-            if has_users[root] {
+        for (root, used) in has_users.iter().enumerate() {
+            if *used {
                 continue;
             }
             stack.clear();
@@ -1145,13 +1145,10 @@ impl<'p> ModuleView<'p> {
         let op = ins.opcode.as_str();
         let dims = || format!("dimensions={}", brace_list(&ins.dimensions));
         match op {
-            "broadcast" | "transpose" | "reverse" | "reduce" | "concatenate" | "map"
-            | "all-gather" | "all-gather-start" | "reduce-scatter" | "get-dimension-size"
-            | "set-dimension-size" => {
-                if op != "map" || !ins.dimensions.is_empty() {
-                    a.push(dims());
-                }
-            }
+            "map" if !ins.dimensions.is_empty() => a.push(dims()),
+            "broadcast" | "transpose" | "reverse" | "reduce" | "concatenate" | "all-gather"
+            | "all-gather-start" | "reduce-scatter" | "get-dimension-size"
+            | "set-dimension-size" => a.push(dims()),
             "sort" => {
                 a.push(dims());
                 if ins.is_stable {
@@ -1633,7 +1630,10 @@ mod tests {
 
     #[test]
     fn percent_g_matches_c() {
-        assert_eq!(format_g(3.43273939e-07f32 as f64, 9), "3.43273939e-07");
+        assert_eq!(
+            format_g(f32::from_bits(0x34b84b36) as f64, 9),
+            "3.43273939e-07"
+        );
         assert_eq!(format_g(0.00021858087f32 as f64, 9), "0.00021858087");
         assert_eq!(format_g(-0.99999994f32 as f64, 9), "-0.99999994");
         assert_eq!(format_g(-0.0078125, 9), "-0.0078125");

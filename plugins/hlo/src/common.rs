@@ -66,3 +66,64 @@ pub fn max_lines(call: &Call, default: i64) -> Result<i64, ToolError> {
 pub fn truncation_note(kept: i64, total: usize) -> String {
     format!("\n... (truncated after {kept} lines, total {total}. Use max_lines=-1 to see all)")
 }
+
+/// A capture's module, loaded: the session, every module's name, the selected one and its
+/// proto.
+pub struct LoadedModule {
+    pub session: Session,
+    pub available: Vec<String>,
+    pub module: xprof_hlo::capture::CapturedModule,
+    pub proto: xprof_proto::xla::HloModuleProto,
+}
+
+impl LoadedModule {
+    /// The `capture` block capture tools put first.
+    pub fn capture_block(&self) -> serde_json::Value {
+        let used: Vec<_> = self.session.hosts.iter().collect();
+        self.session.capture_block(&used, &[])
+    }
+}
+
+/// Resolve the capture, list its modules (files and `/host:metadata`) and load `module_name`
+/// (default: the first by name). `Ok(None)` when the capture has no HLO module at all.
+pub fn load_module(call: &mut Call) -> Result<Option<LoadedModule>, ToolError> {
+    let session = session(call)?;
+    let (mods, read) = xprof_hlo::capture::list_modules(&session).map_err(hlo_error)?;
+    for p in &read {
+        call.read_file(p);
+    }
+    if mods.is_empty() {
+        return Ok(None);
+    }
+    let name = call.opt_nonempty("module_name")?;
+    let module = xprof_hlo::capture::select(&mods, name.as_deref())
+        .map_err(hlo_error)?
+        .clone();
+    call.read_file(module.path());
+    let proto = xprof_hlo::capture::load(&module).map_err(hlo_error)?;
+    Ok(Some(LoadedModule {
+        session,
+        available: mods.into_iter().map(|m| m.name).collect(),
+        module,
+        proto,
+    }))
+}
+
+/// The "no data" answer of HLO capture tools.
+pub fn no_hlo() -> xprof_plugin_api::ToolOutput {
+    xprof_plugin_api::ToolOutput::no_data(
+        "the capture has no HLO module: no <module>(<program_id>).hlo_proto.pb file and no 'Hlo Proto' stat on the /host:metadata plane",
+        &[
+            "capture with jax.profiler / xprof (HLO protos are recorded in /host:metadata)",
+            "or dump modules with XLA_FLAGS=--xla_dump_to=<dir> --xla_dump_hlo_as_text and use the *_hlo_dump tools",
+        ],
+    )
+}
+
+/// `module_name` parameter.
+pub fn module_param(p: Params) -> Params {
+    p.string(
+        "module_name",
+        "Module as list_hlo_modules names it (`jit_f(123)`); the bare name or the program id also work when unique. Default: the first module.",
+    )
+}

@@ -101,4 +101,116 @@ mod tests {
         let r = call("diff_hlo_stages", json!({"dump_dir": fixtures(), "module_pattern": "train", "stage_before": "pass_0008", "stage_after": "pass_0008"})).unwrap();
         assert_eq!(r["identical"], true);
     }
+
+    fn corpus() -> Option<std::path::PathBuf> {
+        xprof_plugin_api::sdk::testing::corpus(env!("CARGO_MANIFEST_DIR"))
+    }
+
+    /// Text outputs equal XProf's official CLI (`official-cli-2.24.2/jax-cpu-matmul`) and the
+    /// seed (`seed-cli`) on the same inputs.
+    #[test]
+    fn capture_texts_match_the_oracles() {
+        let Some(c) = corpus() else { return };
+        let official = c.join("oracle/official-cli-2.24.2/jax-cpu-matmul");
+        let run = c
+            .join("fixtures/jax-cpu/logdir/plugins/profile/matmul")
+            .display()
+            .to_string();
+        let r = call(
+            "get_hlo_neighborhood",
+            json!({"path": run, "instruction_name": "ynn_fusion", "module_name": "jit_matmul(0)"}),
+        )
+        .unwrap();
+        assert_eq!(
+            r["text"],
+            std::fs::read_to_string(official.join("get_hlo_neighborhood.txt")).unwrap()
+        );
+        let r = call(
+            "get_hlo_neighborhood",
+            json!({"path": run, "instruction_name": "ynn_fusion", "fmt": "markdown"}),
+        )
+        .unwrap();
+        assert_eq!(
+            r["text"],
+            std::fs::read_to_string(official.join("get_hlo_neighborhood.markdown_blockers.txt"))
+                .unwrap()
+        );
+        let want: Value = serde_json::from_str(
+            &std::fs::read_to_string(official.join("get_hlo_text.json")).unwrap(),
+        )
+        .unwrap();
+        let r = call("get_hlo_text", json!({"path": run})).unwrap();
+        for k in [
+            "module_name",
+            "truncated",
+            "line_count",
+            "byte_count",
+            "content",
+        ] {
+            assert_eq!(r[k], want[k], "{k}");
+        }
+        let want: Value = serde_json::from_str(
+            &std::fs::read_to_string(official.join("get_hlo_module_content.json")).unwrap(),
+        )
+        .unwrap();
+        let r = call(
+            "get_hlo_module_content",
+            json!({"path": run, "form": "short"}),
+        )
+        .unwrap();
+        assert_eq!(r["text"], want["content"]);
+        assert_eq!(r["line_count"], want["line_count"]);
+        let want: Value = serde_json::from_str(
+            &std::fs::read_to_string(official.join("list_hlo_modules.json")).unwrap(),
+        )
+        .unwrap();
+        let r = call("list_hlo_modules", json!({"path": run})).unwrap();
+        assert_eq!(r["modules"], want["modules"]);
+        // The seed prints the long form (graph viewer long_txt).
+        let seed = c.join("fixtures/seed-v6e/logdir").display().to_string();
+        let r = call(
+            "get_hlo_module_content",
+            json!({"path": seed, "module_name": "jit_matmul_optimized(17342868964687645945)"}),
+        )
+        .unwrap();
+        let want =
+            std::fs::read_to_string(c.join("oracle/seed-cli/get_hlo_module_content.module.txt"))
+                .unwrap();
+        assert_eq!(r["text"].as_str().unwrap().trim_end(), want.trim_end());
+    }
+
+    #[test]
+    fn capture_errors_and_no_data() {
+        let root = xprof_plugin_api::sdk::testing::workspace_root(env!("CARGO_MANIFEST_DIR"));
+        let run = root
+            .join("fixtures/jax-cpu/logdir/plugins/profile/matmul")
+            .display()
+            .to_string();
+        let e = call(
+            "get_hlo_module_content",
+            json!({"path": run, "module_name": "nope"}),
+        )
+        .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidValue);
+        assert!(e.message.contains("jit_matmul"), "{}", e.message);
+        let e = call(
+            "get_hlo_neighborhood",
+            json!({"path": run, "instruction_name": "nope.3"}),
+        )
+        .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidValue);
+        let e = call("list_hlo_modules", json!({"path": "/nonexistent/run"})).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Path);
+        // A run whose XSpace carries no /host:metadata modules is "no data", not an error.
+        let tmp = std::env::temp_dir().join(format!("xprof-hlo-nodata-{}", std::process::id()));
+        std::fs::create_dir_all(&tmp).unwrap();
+        std::fs::write(tmp.join("host0.xplane.pb"), []).unwrap();
+        let r = call(
+            "list_hlo_modules",
+            json!({"path": tmp.display().to_string()}),
+        )
+        .unwrap();
+        std::fs::remove_dir_all(&tmp).unwrap();
+        assert_eq!(r["status"], "no_data");
+    }
 }

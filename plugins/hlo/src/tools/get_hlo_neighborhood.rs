@@ -1,0 +1,115 @@
+use serde_json::{Map, json};
+use xprof_hlo::graph::{Direction, Graph};
+use xprof_hlo::print::{PrintOptions, print_module};
+use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
+
+use crate::common::{hlo_error, load_module, module_param, no_hlo};
+
+pub struct GetHloNeighborhood;
+register_tool!(GetHloNeighborhood);
+
+impl Tool for GetHloNeighborhood {
+    fn name(&self) -> &'static str {
+        "get_hlo_neighborhood"
+    }
+    fn summary(&self) -> &'static str {
+        "Instructions within N hops of one instruction of a captured module"
+    }
+    fn doc(&self) -> &'static str {
+        "Breadth-first search from one instruction of a captured module over operand and user \
+         edges (operand lists only; called computations and metadata are not edges), up to \
+         `radius` hops. ROOT instructions are included. Each node carries its computation, \
+         distance and direction (operand = upstream, user = downstream). Lines are XLA's short \
+         form, as XProf's CLI prints them."
+    }
+    fn params(&self) -> Params {
+        module_param(Params::new().capture())
+            .string(
+                "instruction_name",
+                "Instruction name, with or without a leading %.",
+            )
+            .required("instruction_name")
+            .integer_min("radius", "Hops from the instruction.", Some(2), 0)
+            .string_enum(
+                "direction",
+                "Edges to follow.",
+                &["both", "operands", "users"],
+                "both",
+            )
+            .string_enum("fmt", "Text layout.", &["text", "markdown"], "text")
+            .integer_min(
+                "max_nodes",
+                "At most this many nodes (0: no limit).",
+                Some(200),
+                0,
+            )
+            .boolean(
+                "print_metadata",
+                "Include metadata={...} in the lines.",
+                false,
+            )
+    }
+    fn output(&self) -> &'static str {
+        "{format: \"text\", text, capture, module_name, target, radius, nodes: [{name, computation, opcode, distance, direction, is_root, line}]}"
+    }
+    fn examples(&self) -> Vec<Example> {
+        vec![
+            Example::new(
+                "Around the fusion of the bundled matmul capture",
+                json!({"path": "${FIXTURES}/jax-cpu/logdir", "run": "matmul", "instruction_name": "%ynn_fusion"}),
+            )
+            .expect(&["nodes", "text"]),
+            Example::new(
+                "Upstream of the TPU kernel's ROOT custom-call",
+                json!({"path": "${CORPUS}/fixtures/seed-v6e/logdir", "instruction_name": "matmul_optimized.1",
+                       "direction": "operands", "radius": 1}),
+            )
+            .expect(&["nodes"]),
+        ]
+    }
+    fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
+        let name = call.req_str("instruction_name")?;
+        let radius = call.usize_or("radius", 2)?;
+        let direction = Direction::parse(&call.str_or("direction", "both")?).ok_or_else(|| {
+            ToolError::invalid("argument `direction` must be both, operands or users")
+        })?;
+        let markdown = call.str_or("fmt", "text")? == "markdown";
+        let max_nodes = call.usize_or("max_nodes", 200)?;
+        let metadata = call.bool_or("print_metadata", false)?;
+        let Some(lm) = load_module(call)? else {
+            return Ok(no_hlo());
+        };
+        let text = print_module(
+            &lm.proto,
+            &PrintOptions {
+                metadata,
+                ..PrintOptions::short()
+            },
+        );
+        let parsed = xprof_hlo::parse(&text, &lm.module.name).map_err(hlo_error)?;
+        let g = Graph::new(&parsed);
+        let target = g.find(&name).map_err(hlo_error)?;
+        let nodes = g.neighborhood(target, radius, direction, max_nodes);
+        let tname = name.trim().trim_start_matches('%');
+        let mut out = if markdown {
+            format!("### Neighborhood of '{tname}' (radius={radius}):\n")
+        } else {
+            format!("Neighborhood of '{tname}' (radius={radius}):\n")
+        };
+        for n in &nodes {
+            let lead = if markdown { "- " } else { "  " };
+            out.push_str(&format!(
+                "{lead}[dist={}] [{}] {}\n",
+                n.distance, n.computation, n.line
+            ));
+        }
+        let mut extra = Map::new();
+        extra.insert("capture".into(), lm.capture_block());
+        extra.insert("module_name".into(), json!(lm.module.name));
+        extra.insert("target".into(), json!(tname));
+        extra.insert("radius".into(), json!(radius));
+        extra.insert("direction".into(), json!(direction));
+        extra.insert("nodes".into(), json!(nodes));
+        Ok(ToolOutput::text("text", out, extra))
+    }
+}
