@@ -33,6 +33,8 @@ pub mod reasons {
         "the capture has no hbm_utilization_percent stat on /host:CPU (XProf prints 0)";
     pub const NO_FRAMEWORK_OPS: &str =
         "no framework ops on host or device (0 of 0; XProf prints 0)";
+    pub const NO_OP_TIME: &str =
+        "no op time to divide (no non-idle framework ops on that side; XProf prints 0)";
     pub const NO_HOST_OPS: &str =
         "XProf computes host idle time only for TPU captures (prints 0 elsewhere)";
 }
@@ -396,7 +398,7 @@ fn hlo_stats_row(
             &mut m,
             "flops",
             reasons::CUSTOM_CALL_FLOPS,
-            measured(op.event_flops as f64),
+            (op.event_flops > 0).then(|| json!(op.event_flops)),
         );
     } else {
         m.insert("model_flop_rate".into(), json!(r.model_flop_rate));
@@ -771,6 +773,7 @@ pub fn overview(s: &OpStats) -> Map<String, Value> {
     let device_tf = framework_op_db(&s.device_db, false);
     let host_ops: u64 = s.host_db.metrics.iter().map(|m| m.occurrences).sum();
     let dev_ops: u64 = device_tf.metrics.iter().map(|m| m.occurrences).sum();
+    // Share of non-idle self time spent in eagerly executed ops; `None` when there is none.
     let eager = |db: &OpMetricsDb| {
         let (tot, eag) =
             db.metrics
@@ -782,7 +785,7 @@ pub fn overview(s: &OpStats) -> Map<String, Value> {
                         e + if m.is_eager { m.self_time_ps } else { 0 },
                     )
                 });
-        100.0 * safe_div(eag as f64, tot as f64)
+        (tot > 0).then(|| 100.0 * eag as f64 / tot as f64)
     };
     if hw == HardwareType::Tpu {
         let busy = s.duty_busy_ps as f64;
@@ -837,14 +840,16 @@ pub fn overview(s: &OpStats) -> Map<String, Value> {
             measured,
         );
     }
-    ps.insert(
-        "device_total_time_ps".into(),
-        json!(s.device_db.total_time_ps),
-    );
-    ps.insert(
-        "device_op_time_ps".into(),
-        json!(s.device_db.total_op_time_ps),
-    );
+    if hw != HardwareType::CpuOnly {
+        ps.insert(
+            "device_total_time_ps".into(),
+            json!(s.device_db.total_time_ps),
+        );
+        ps.insert(
+            "device_op_time_ps".into(),
+            json!(s.device_db.total_op_time_ps),
+        );
+    }
     if host_ops + dev_ops == 0 {
         null_with(
             &mut ps,
@@ -869,14 +874,17 @@ pub fn overview(s: &OpStats) -> Map<String, Value> {
             json!(percent(100.0 * dev_ops as f64 / tot)),
         );
     }
-    ps.insert(
-        "host_op_time_eager_percent".into(),
-        json!(percent(eager(&s.host_db))),
-    );
-    ps.insert(
-        "device_op_time_eager_percent".into(),
-        json!(percent(eager(&device_tf))),
-    );
+    for (key, v) in [
+        ("host_op_time_eager_percent", eager(&s.host_db)),
+        ("device_op_time_eager_percent", eager(&device_tf)),
+    ] {
+        match v {
+            Some(v) => {
+                ps.insert(key.into(), json!(percent(v)));
+            }
+            None => null_with(&mut ps, key, reasons::NO_OP_TIME, None),
+        }
+    }
     // Roofline-relative utilisation: XProf's open-source build passes no limits (prints 0).
     let measured = roofline_utilization(s);
     null_with(
