@@ -90,3 +90,250 @@ pub const DEVICE_TRACE_FLAGS: &[&str] = &[
     "jax.profiler.trace(...) around device work (device tracer on)",
     "ProfileOptions.device_tracer_level=1",
 ];
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use serde_json::{Value, json};
+    use xprof_plugin_api::sdk::{invoke_json, testing};
+
+    const KRATE: &str = env!("CARGO_CRATE_NAME");
+
+    /// The capture tools this plugin implements on top of the op-stats engine.
+    const TOOLS: &[&str] = &[
+        "get_overview",
+        "get_kpi_metrics",
+        "get_device_information",
+        "get_profile_summary",
+        "get_top_hlo_ops",
+        "get_op_profile",
+        "get_hlo_stats",
+        "get_roofline_model",
+        "get_step_trace",
+        "list_xplane_events",
+        "aggregate_xplane_events",
+        "list_xplane_lines",
+        "inspect_capture",
+    ];
+
+    fn call(tool: &str, args: Value) -> Result<Value, xprof_plugin_api::ToolError> {
+        invoke_json(KRATE, tool, &args.to_string(), "{}").map(|env| env["result"].clone())
+    }
+
+    /// Every run directory under the repository's fixtures and the shared corpus.
+    fn run_dirs() -> Vec<PathBuf> {
+        let mut roots = vec![testing::workspace_root(env!("CARGO_MANIFEST_DIR")).join("fixtures")];
+        roots.extend(testing::corpus(env!("CARGO_MANIFEST_DIR")).map(|c| c.join("fixtures")));
+        let mut out = Vec::new();
+        let mut stack = roots;
+        while let Some(d) = stack.pop() {
+            let Ok(rd) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.to_string_lossy().ends_with(".xplane.pb") {
+                    out.push(d.clone());
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    #[test]
+    fn every_tool_answers_on_every_fixture_and_puts_the_capture_block_first() {
+        let dirs = run_dirs();
+        assert!(!dirs.is_empty(), "no fixture captures found");
+        for dir in &dirs {
+            for tool in TOOLS {
+                let r = call(tool, json!({"path": dir.display().to_string()}))
+                    .unwrap_or_else(|e| panic!("{tool} on {}: {e}", dir.display()));
+                let obj = r.as_object().unwrap();
+                if obj.get("status").and_then(Value::as_str) == Some("no_data") {
+                    assert!(obj["reason"].as_str().is_some_and(|s| !s.is_empty()));
+                    continue;
+                }
+                assert_eq!(
+                    obj.keys().next().map(String::as_str),
+                    Some("capture"),
+                    "{tool}"
+                );
+                assert!(!r["capture"]["files_used"].as_array().unwrap().is_empty());
+            }
+        }
+    }
+
+    fn scratch(name: &str, xplane: &[u8]) -> (tempfile::TempDir, PathBuf) {
+        let t = tempfile::tempdir().unwrap();
+        let run = t.path().join("plugins/profile").join(name);
+        std::fs::create_dir_all(&run).unwrap();
+        if !xplane.is_empty() || name == "empty" {
+            std::fs::write(run.join("host0.xplane.pb"), xplane).unwrap();
+        }
+        (t, run)
+    }
+
+    /// The error's class and message; errors raised by this plugin must carry a hint.
+    fn kind(r: Result<Value, xprof_plugin_api::ToolError>) -> (&'static str, String) {
+        let e = r.expect_err("expected an error");
+        assert!(
+            e.hint.as_deref().is_some_and(|h| !h.is_empty()),
+            "{e:?} has no hint"
+        );
+        (e.kind.as_str(), e.message)
+    }
+
+    /// Argument-validation errors raised by the SDK (no hint there yet).
+    fn sdk_kind(r: Result<Value, xprof_plugin_api::ToolError>) -> &'static str {
+        r.expect_err("expected an error").kind.as_str()
+    }
+
+    #[test]
+    fn bad_inputs_give_the_right_error_classes() {
+        // Empty and corrupt XSpace: invalid value (exit 4), naming the file.
+        let (_t, run) = scratch("empty", b"");
+        let (k, m) = kind(call(
+            "get_overview",
+            json!({"path": run.display().to_string()}),
+        ));
+        assert_eq!(k, "invalid_value");
+        assert!(m.contains("host0.xplane.pb"));
+        let (_t2, run2) = scratch("corrupt", &[0xff, 0xff, 0xff, 0xff, 0x0f]);
+        let (k, _) = kind(call(
+            "get_hlo_stats",
+            json!({"path": run2.display().to_string()}),
+        ));
+        assert_eq!(k, "invalid_value");
+        // A run directory without a capture: path error (exit 3).
+        let (_t3, run3) = scratch("nocap", b"");
+        let (k, _) = kind(call(
+            "get_top_hlo_ops",
+            json!({"path": run3.display().to_string()}),
+        ));
+        assert_eq!(k, "path");
+        // Missing path, unknown host, bad regex, bad argument value.
+        let (k, _) = kind(call(
+            "get_roofline_model",
+            json!({"path": "/nonexistent/xprof/capture"}),
+        ));
+        assert_eq!(k, "path");
+        let fixtures =
+            testing::workspace_root(env!("CARGO_MANIFEST_DIR")).join("fixtures/jax-cpu/logdir");
+        let p = fixtures.display().to_string();
+        let (k, m) = kind(call(
+            "get_overview",
+            json!({"path": p, "run": "matmul", "host": "nohost"}),
+        ));
+        assert!(m.contains("nohost"), "{m}");
+        assert_ne!(k, "internal");
+        let (k, _) = kind(call(
+            "list_xplane_events",
+            json!({"path": p, "run": "matmul", "event_regex": "("}),
+        ));
+        assert_eq!(k, "invalid_value");
+        let k = sdk_kind(call(
+            "get_hlo_stats",
+            json!({"path": p, "run": "matmul", "limit": -1}),
+        ));
+        assert_eq!(k, "invalid_value");
+        let k = sdk_kind(call(
+            "get_op_profile",
+            json!({"path": p, "run": "matmul", "group_by": "module"}),
+        ));
+        assert_eq!(k, "invalid_value");
+        // Binary XSpace is never printed; writing into the run directory is refused.
+        let (k, _) = kind(call(
+            "get_xspace_proto",
+            json!({"path": p, "run": "matmul"}),
+        ));
+        assert_eq!(k, "usage");
+        let inside = fixtures.join("plugins/profile/matmul/copy.pb");
+        let (k, _) = kind(call(
+            "get_xspace_proto",
+            json!({"path": p, "run": "matmul", "output_path": inside.display().to_string()}),
+        ));
+        assert_eq!(k, "usage");
+        assert!(!inside.exists());
+    }
+
+    #[test]
+    fn nothing_is_written_into_run_directories() {
+        let root = testing::workspace_root(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/jax-cpu/logdir/plugins/profile");
+        let listing = |d: &Path| {
+            let mut v: Vec<_> = std::fs::read_dir(d)
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name())
+                .collect();
+            v.sort();
+            v
+        };
+        let before: Vec<_> = ["matmul", "mlp_steps"]
+            .iter()
+            .map(|r| listing(&root.join(r)))
+            .collect();
+        for tool in TOOLS {
+            for run in ["matmul", "mlp_steps"] {
+                let _ = call(tool, json!({"path": root.join(run).display().to_string()}));
+            }
+        }
+        let after: Vec<_> = ["matmul", "mlp_steps"]
+            .iter()
+            .map(|r| listing(&root.join(r)))
+            .collect();
+        assert_eq!(before, after);
+    }
+
+    #[test]
+    fn xspace_export_writes_outside_the_run_and_round_trips() {
+        let t = tempfile::tempdir().unwrap();
+        let out = t.path().join("copy.xplane.pb");
+        let fixtures =
+            testing::workspace_root(env!("CARGO_MANIFEST_DIR")).join("fixtures/jax-cpu/logdir");
+        let r = call(
+            "get_xspace_proto",
+            json!({"path": fixtures.display().to_string(), "run": "matmul", "output_path": out.display().to_string()}),
+        )
+        .unwrap();
+        let src = std::fs::read(fixtures.join("plugins/profile/matmul/host0.xplane.pb")).unwrap();
+        assert_eq!(r["bytes"], src.len());
+        assert_eq!(std::fs::read(&out).unwrap(), src);
+    }
+
+    #[test]
+    fn event_tools_filter_by_window_and_page() {
+        let Some(c) = testing::corpus(env!("CARGO_MANIFEST_DIR")) else {
+            return;
+        };
+        let p = c.join("fixtures/seed-v6e/logdir").display().to_string();
+        // 3 XLA Ops events on the device clock start at 81311052656, 81629481406, 81842152578 ps.
+        let r = call(
+            "list_xplane_events",
+            json!({"path": p, "plane_regex": "TPU", "line_regex": "^XLA Ops$", "start_time_ps": 81629481406i64, "max_events": 1}),
+        )
+        .unwrap();
+        assert_eq!(r["total_matched"], 2);
+        assert_eq!(r["events"][0]["start_ps"], 81629481406i64);
+        assert_eq!(r["truncated"], true);
+        let r = call(
+            "aggregate_xplane_events",
+            json!({"path": p, "plane_regex": "TPU", "event_regex": "matmul"}),
+        )
+        .unwrap();
+        assert_eq!(r["total_event_types"], 2);
+        let total: i64 = r["aggregates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["total_duration_ps"].as_i64().unwrap())
+            .sum();
+        // Plain durations: modules 227277344 + ops 227262500.
+        assert_eq!(total, 227277344 + 227262500);
+    }
+}
