@@ -375,7 +375,10 @@ fn host_root_steps(plane: &Plane) -> Vec<Step> {
 
 /// Step spans of one TPU core: from its `Steps` line (group from `group_id`, else `step_num`,
 /// else order) or, failing that, from `group_id` stats on its `XLA Modules` events.
-fn tpu_core_step_spans(plane: &Plane) -> Option<(StepsSource, BTreeMap<i64, (i64, i64, String)>)> {
+/// Step id → (begin, end, name) on one core.
+type StepSpans = BTreeMap<i64, (i64, i64, String)>;
+
+fn tpu_core_step_spans(plane: &Plane) -> Option<(StepsSource, StepSpans)> {
     if let Some(line) = plane.line(STEPS).filter(|l| !l.events.is_empty()) {
         let mut m = BTreeMap::new();
         for (i, e) in line.events.iter().enumerate() {
@@ -441,7 +444,7 @@ fn category_breakdown(plane: &Plane, b: i64, e: i64) -> BTreeMap<String, u64> {
 }
 
 fn tpu_steps(tpu: &[&Plane]) -> Option<(StepsSource, Vec<Step>)> {
-    let mut per_core: Vec<(i64, StepsSource, BTreeMap<i64, (i64, i64, String)>)> = Vec::new();
+    let mut per_core: Vec<(i64, StepsSource, StepSpans)> = Vec::new();
     for p in tpu {
         if let Some((src, m)) = tpu_core_step_spans(p) {
             per_core.push((p.id, src, m));

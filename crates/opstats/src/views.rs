@@ -1254,7 +1254,7 @@ pub fn op_profile(s: &OpStats, group_by: &str, with_idle: bool) -> Value {
                 }),
             ));
         }
-        pnodes.sort_by(|a, b| b.0.cmp(&a.0));
+        pnodes.sort_by_key(|x| std::cmp::Reverse(x.0));
         children.extend(pnodes.into_iter().map(|x| x.1));
     }
     let mut rm = root.clone();
