@@ -37,11 +37,15 @@ use crate::registry::{Envelope, Registry, ToolEntry};
 /// Default time to live of an entry.
 pub const DEFAULT_TTL_SECS: u64 = 3600;
 
-/// An input modified less than this before the call started is "racy": the call may have read
-/// bytes older than what the manifest would record, so the result is not stored. File
-/// timestamps come from a coarse clock (one kernel tick) and network filesystems add skew; two
-/// seconds covers both with room to spare.
-pub const RACY_MARGIN: Duration = Duration::from_secs(2);
+/// An input changed less than this before the call started is "racy": the call may have read
+/// bytes older than what the manifest would record, so the result is not stored. Linux stamps
+/// files from a coarse clock that lags the real one by at most a tick (1-10 ms), so a change
+/// made after the call started can carry a stamp slightly before it; 100 ms covers that.
+pub const RACY_MARGIN: Duration = Duration::from_millis(100);
+
+/// The margin on filesystems that keep whole seconds only (ctime without nanoseconds: FAT,
+/// ext3, some network filesystems), where a later change can carry a stamp up to 2 s earlier.
+pub const RACY_MARGIN_COARSE: Duration = Duration::from_secs(2);
 
 /// Bump when the key or the stored layout changes: old entries then simply stop matching.
 const SCHEMA_VERSION: i64 = 1;
@@ -256,9 +260,11 @@ fn ns(secs: i64, nsec: i64) -> i128 {
 /// The state of one input now: `None` if it does not exist (a tool may probe for a file; its
 /// later appearance must invalidate the result), else identity and timestamps, plus a digest of
 /// the sorted entry names for a directory.
-fn input_state(path: &Path, kind: &str) -> Option<(Value, i128)> {
+fn input_state(path: &Path, kind: &str) -> Option<(Value, i128, bool)> {
     let m = fs::metadata(path).ok()?;
     let changed = ns(m.mtime(), m.mtime_nsec()).max(ns(m.ctime(), m.ctime_nsec()));
+    // The kernel sets ctime itself, so whole seconds there mean a whole-second filesystem.
+    let coarse = m.ctime_nsec() == 0;
     let mut st = json!({
         "ino": m.ino(),
         "dev": m.dev(),
@@ -280,7 +286,7 @@ fn input_state(path: &Path, kind: &str) -> Option<(Value, i128)> {
     } else {
         st["size"] = Value::from(m.size());
     }
-    Some((st, changed))
+    Some((st, changed, coarse))
 }
 
 /// The manifest of `inputs` (the envelope's list), or `None` when the result must not be
@@ -290,7 +296,9 @@ pub fn manifest(inputs: &[Value], started: SystemTime) -> Option<Value> {
         return None;
     }
     let since_epoch = started.duration_since(UNIX_EPOCH).ok()?;
-    let racy_after = i128::try_from(since_epoch.saturating_sub(RACY_MARGIN).as_nanos()).ok()?;
+    let racy_after = |margin: Duration| {
+        i128::try_from(since_epoch.saturating_sub(margin).as_nanos()).unwrap_or(i128::MAX)
+    };
     let mut out = Vec::with_capacity(inputs.len());
     for i in inputs {
         let path = i["path"].as_str()?;
@@ -300,8 +308,13 @@ pub fn manifest(inputs: &[Value], started: SystemTime) -> Option<Value> {
             "file"
         };
         let state = match input_state(Path::new(path), kind) {
-            Some((st, changed)) => {
-                if changed >= racy_after {
+            Some((st, changed, coarse)) => {
+                let margin = if coarse {
+                    RACY_MARGIN_COARSE
+                } else {
+                    RACY_MARGIN
+                };
+                if changed >= racy_after(margin) {
                     return None;
                 }
                 st
@@ -323,7 +336,7 @@ pub fn manifest_matches(stored: &Value) -> bool {
             return false;
         };
         let now = input_state(Path::new(path), kind)
-            .map(|(s, _)| s)
+            .map(|(s, _, _)| s)
             .unwrap_or(Value::Null);
         now == i["state"]
     })
@@ -610,6 +623,18 @@ impl Db {
 // ---------------------------------------------------------------------------------------------
 // Calls
 
+/// `XPROF_CACHE_TRACE=1`: one JSON line per cached call on stderr saying what the cache did
+/// (`hit`, `miss`, `stored`, `not_stored` with a reason, `off`). For tests and debugging.
+fn trace(tool: &str, event: &str, reason: Option<&str>) {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *ON.get_or_init(|| std::env::var_os("XPROF_CACHE_TRACE").is_some_and(|v| v == "1")) {
+        eprintln!(
+            "{}",
+            json!({"cache": {"tool": tool, "event": event, "reason": reason}})
+        );
+    }
+}
+
 /// Run a tool through the cache: serve a valid entry, else run `run` and store its result.
 pub fn cached_call(
     reg: &Registry,
@@ -618,26 +643,42 @@ pub fn cached_call(
     opts: &GlobalOpts,
     run: impl FnOnce() -> Result<Envelope, ToolError>,
 ) -> Result<Envelope, ToolError> {
+    let name = tool.name.as_str();
     if opts.no_cache {
+        trace(name, "off", Some("--no_cache"));
         return run();
     }
     let (ttl, _) = ttl(opts)?;
     if ttl == 0 {
+        trace(name, "off", Some("ttl 0"));
         return run();
     }
     let Some(mut db) = Db::open() else {
+        trace(name, "off", Some("cache unavailable"));
         return run();
     };
     let (key, material) = key(reg, tool, args);
-    if !opts.bypass_cache
-        && let Some(Some(env)) = db.guard("lookup", |db| db.lookup(&key, ttl))
-    {
+    if opts.bypass_cache {
+        trace(name, "miss", Some("--bypass_cache"));
+    } else if let Some(Some(env)) = db.guard("lookup", |db| db.lookup(&key, ttl)) {
+        trace(name, "hit", None);
         return Ok(env);
+    } else {
+        trace(name, "miss", None);
     }
     let started = SystemTime::now();
     let env = run()?;
-    if let Some(m) = manifest(&env.inputs, started) {
-        db.guard("store", |db| db.store(&key, &material, &env, &m));
+    match manifest(&env.inputs, started) {
+        Some(m) => match db.guard("store", |db| db.store(&key, &material, &env, &m)) {
+            Some(()) => trace(name, "stored", None),
+            None => trace(name, "not_stored", Some("database error")),
+        },
+        None if env.inputs.is_empty() => trace(name, "not_stored", Some("no inputs")),
+        None => trace(
+            name,
+            "not_stored",
+            Some("an input changed too recently to trust its timestamps"),
+        ),
     }
     Ok(env)
 }
@@ -810,7 +851,7 @@ mod tests {
         // Just written: racy, so not storable.
         assert!(manifest(&inputs, SystemTime::now()).is_none());
         // As if the call had started well after the writes.
-        let later = SystemTime::now() + RACY_MARGIN + Duration::from_secs(1);
+        let later = SystemTime::now() + RACY_MARGIN_COARSE + Duration::from_secs(1);
         let m = manifest(&inputs, later).unwrap();
         assert!(manifest_matches(&m));
         fs::write(dir.path().join("b.xplane.pb"), b"").unwrap();
@@ -818,7 +859,7 @@ mod tests {
             !manifest_matches(&m),
             "a new file in a listed dir invalidates"
         );
-        let m = manifest(&inputs, later + RACY_MARGIN).unwrap();
+        let m = manifest(&inputs, later + RACY_MARGIN_COARSE).unwrap();
         fs::write(&f, b"abd").unwrap();
         assert!(!manifest_matches(&m), "rewriting a read file invalidates");
         assert!(manifest(&[], later).is_none(), "no inputs: not cached");
