@@ -4,6 +4,7 @@
 
 pub mod capture;
 pub mod diff;
+pub mod dot;
 pub mod dump;
 pub mod error;
 pub mod graph;

@@ -882,6 +882,28 @@ impl<'p> ModuleView<'p> {
             .or_else(|| self.instrs[ci].len().checked_sub(1))
     }
 
+    /// Operand names (in operand order) and user names (in XLA's user order: the order the
+    /// users appear in the computation's proto) of the instruction called `name`.
+    pub fn adjacent(&self, name: &str) -> Option<(Vec<String>, Vec<String>)> {
+        let (ci, ii) = self
+            .instrs
+            .iter()
+            .enumerate()
+            .find_map(|(ci, l)| l.iter().position(|i| i.name == name).map(|ii| (ci, ii)))?;
+        let ins = self.instrs[ci][ii];
+        let operands = ins
+            .operand_ids
+            .iter()
+            .filter_map(|id| self.instr(*id).map(|o| o.name.clone()))
+            .collect();
+        let users = self.instrs[ci]
+            .iter()
+            .filter(|u| u.operand_ids.contains(&ins.id))
+            .map(|u| u.name.clone())
+            .collect();
+        Some((operands, users))
+    }
+
     /// `HloModule::ToString(options)`.
     pub fn print(&self, opts: &PrintOptions) -> String {
         let mut out = String::with_capacity(64 * 1024);

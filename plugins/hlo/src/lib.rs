@@ -213,4 +213,84 @@ mod tests {
         std::fs::remove_dir_all(&tmp).unwrap();
         assert_eq!(r["status"], "no_data");
     }
+
+    /// get_graph_viewer's text and adjacency outputs equal XProf 2.24.2's converter outputs
+    /// for the parameters recorded in each oracle folder's `_results.json`.
+    #[test]
+    fn graph_viewer_matches_xprof() {
+        let Some(c) = corpus() else { return };
+        let cases = [
+            (
+                "seed-v6e",
+                "fixtures/seed-v6e/logdir/plugins/profile/testrun",
+            ),
+            (
+                "jax-cpu-matmul",
+                "fixtures/jax-cpu/logdir/plugins/profile/matmul",
+            ),
+            (
+                "jax-cpu-mlp_train",
+                "fixtures/jax-cpu/logdir/plugins/profile/mlp_train",
+            ),
+            (
+                "jax-cpu-mlp_train.train_step",
+                "fixtures/jax-cpu/logdir/plugins/profile/mlp_train",
+            ),
+        ];
+        for (folder, run) in cases {
+            let dir = c.join("oracle/xprof-2.24.2").join(folder);
+            let results: Value =
+                serde_json::from_str(&std::fs::read_to_string(dir.join("_results.json")).unwrap())
+                    .unwrap();
+            let run = c.join(run).display().to_string();
+            let mut checked = 0;
+            for r in results["results"].as_array().unwrap() {
+                let o = &r["params"]["graph_viewer_options"];
+                if r["tool"] != "graph_viewer" || r["ok"] != true {
+                    continue;
+                }
+                let module = o["module_name"].clone();
+                let want =
+                    || std::fs::read_to_string(dir.join(r["file"].as_str().unwrap())).unwrap();
+                match o["type"].as_str().unwrap() {
+                    t @ ("short_txt" | "long_txt") => {
+                        let got = call(
+                            "get_graph_viewer",
+                            json!({"path": run, "module_name": module, "output_type": t}),
+                        )
+                        .unwrap();
+                        assert!(got["text"].as_str().unwrap() == want(), "{folder} {t}");
+                        checked += 1;
+                    }
+                    "adj_nodes" => {
+                        let got = call("get_graph_viewer", json!({"path": run, "module_name": module, "output_type": "adj_nodes", "node_name": o["node_name"]})).unwrap();
+                        let want: Value = serde_json::from_str(&want()).unwrap();
+                        assert_eq!(got["operand_names"], want["operand_names"], "{folder}");
+                        assert_eq!(got["consumer_names"], want["consumer_names"], "{folder}");
+                        checked += 1;
+                    }
+                    _ => {}
+                }
+            }
+            assert_eq!(checked, 3, "{folder}");
+        }
+        // XProf's own CLI on the same module (consumer order included).
+        let official: Value = serde_json::from_str(
+            &std::fs::read_to_string(c.join(
+                "oracle/official-cli-2.24.2/jax-cpu-mlp_train/get_graph_viewer.adj_nodes.json",
+            ))
+            .unwrap(),
+        )
+        .unwrap();
+        let run = c
+            .join("fixtures/jax-cpu/logdir/plugins/profile/mlp_train")
+            .display()
+            .to_string();
+        let got = call("get_graph_viewer", json!({"path": run, "module_name": "jit_train_step(8)", "output_type": "adj_nodes", "node_name": "ynn_fusion.6"})).unwrap();
+        assert_eq!(got["consumer_names"], official["consumer_names"]);
+        assert_eq!(got["operand_names"], official["operand_names"]);
+        let got = call("get_graph_viewer", json!({"path": run, "module_name": "jit_train_step(8)", "output_type": "dot", "node_name": "ynn_fusion.6", "graph_width": 1})).unwrap();
+        assert_eq!(got["node_count"], 5);
+        assert!(got["text"].as_str().unwrap().starts_with("digraph "));
+    }
 }

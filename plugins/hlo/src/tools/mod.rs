@@ -1,5 +1,6 @@
 // One tool per file.
 mod diff_hlo_stages;
+mod get_graph_viewer;
 mod get_hlo_dump;
 mod get_hlo_dump_neighborhood;
 mod get_hlo_module_content;
