@@ -20,6 +20,7 @@ pub mod matrix;
 pub mod mosaic;
 pub mod mxu;
 pub mod schedule;
+pub mod trace;
 pub mod vmem;
 
 pub use error::{LloError, Result};

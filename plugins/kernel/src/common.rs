@@ -104,3 +104,67 @@ pub fn path_string(p: &std::path::Path) -> String {
 pub fn pathbuf(s: &str) -> PathBuf {
     xprof_llo::expand_tilde(s)
 }
+
+// ---- captures ---------------------------------------------------------------------------------
+
+use xprof_capture::{CaptureError, HostFile, Selector, Session};
+use xprof_xspace::XSpace;
+
+pub fn capture_error(e: CaptureError) -> ToolError {
+    let mut t = ToolError::new(ErrorKind::parse(e.kind()), e.to_string());
+    t.hint = e.hint();
+    t
+}
+
+pub fn xspace_error(e: xprof_xspace::XSpaceError) -> ToolError {
+    ToolError::new(ErrorKind::parse(e.kind()), e.to_string()).with_hint(e.hint())
+}
+
+/// The session the call names (`path`, `logdir`, `run`), its directories recorded.
+pub fn session(call: &mut Call) -> Result<Session, ToolError> {
+    let sel = Selector {
+        path: call.opt_nonempty("path")?,
+        logdir: call.opt_nonempty("logdir")?,
+        run: call.opt_nonempty("run")?,
+    };
+    let s = xprof_capture::resolve(&sel).map_err(capture_error)?;
+    for d in &s.scanned_dirs {
+        call.read_dir(d);
+    }
+    Ok(s)
+}
+
+/// One host's XSpace (the named one, else the first), read and recorded.
+pub fn open_host(call: &mut Call, s: &Session) -> Result<(HostFile, XSpace), ToolError> {
+    let host = call.opt_nonempty("host")?;
+    let h = s
+        .first_or_named(host.as_deref())
+        .map_err(capture_error)?
+        .clone();
+    call.read_file(&h.path);
+    let space = XSpace::open(&h.path).map_err(xspace_error)?;
+    Ok((h, space))
+}
+
+/// The capture block every capture tool puts first, with the reader's diagnostics as warnings.
+pub fn capture_block(s: &Session, h: &HostFile, space: &XSpace) -> serde_json::Value {
+    let warnings: Vec<String> = space.diagnostics().to_vec();
+    s.capture_block(&[h], &warnings)
+}
+
+/// A regex argument (invalid regexes are invalid values naming the argument).
+pub fn regex_arg(call: &Call, name: &str, default: &str) -> Result<regex::Regex, ToolError> {
+    let pat = call
+        .opt_nonempty(name)?
+        .unwrap_or_else(|| default.to_string());
+    regex::Regex::new(&pat).map_err(|e| {
+        ToolError::invalid(format!("argument `{name}` is not a valid regex: {e}")).with_hint(
+            format!("pass --{name} with a valid regular expression (e.g. `matmul`)"),
+        )
+    })
+}
+
+/// "No data" naming the kernel-profiling capture flags.
+pub fn trace_no_data(reason: impl Into<String>) -> ToolOutput {
+    ToolOutput::no_data(reason, xprof_llo::trace::TRACE_CAPTURE_FLAGS)
+}

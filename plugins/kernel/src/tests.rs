@@ -774,3 +774,374 @@ fn custom_call_mlir_failure_modes() {
         assert_eq!(e.kind, ErrorKind::InvalidValue);
     }
 }
+
+// ---- trace side -------------------------------------------------------------------------------
+
+macro_rules! logdir {
+    () => {
+        match fixture("logdir") {
+            Some(d) => d,
+            None => return,
+        }
+    };
+}
+
+fn tpu0(r: &Value) -> &Value {
+    &r["/device:TPU:0"]
+}
+
+#[test]
+fn row01_check_kernel_profiling() {
+    let l = logdir!();
+    let r = ok(
+        "check_kernel_profiling",
+        json!({"logdir": l, "run": "testrun"}),
+    );
+    assert_eq!(r["kernel_profiling_active"], true);
+    let d = &r["devices"]["/device:TPU:0"];
+    assert_eq!(
+        d["lines"],
+        json!({"_counters_": 1768, "Tensor Core": 438, "XLA TraceMe": 336})
+    );
+    assert!(
+        d["counter_units"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("MXU"))
+    );
+    assert!(
+        d["traceme_stages"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("ep_run_kernel"))
+    );
+    assert_eq!(d["kernel_invocations"], 3);
+    assert_eq!(r["capture"]["files_used"], json!(["host0"]));
+}
+
+#[test]
+fn row02_list_kernel_invocations() {
+    let l = logdir!();
+    let r = ok("list_kernel_invocations", json!({"path": l}));
+    let k = tpu0(&r).as_array().unwrap();
+    assert_eq!(k.len(), 1);
+    assert_eq!(k[0]["kernel"], "matmul_optimized.1");
+    assert_eq!(k[0]["count"], 3);
+    let mean = k[0]["mean_us"].as_f64().unwrap();
+    assert!(70.0 < mean && mean < 82.0);
+    assert_eq!(k[0]["mean_us"], json!(75.754));
+    assert_eq!(k[0]["p50_us"], json!(75.785));
+}
+
+#[test]
+fn list_kernel_invocations_addresses_feed_get_llo_bundles() {
+    let (l, d) = (logdir!(), jf_dump!());
+    let r = ok("list_kernel_invocations", json!({"path": l}));
+    let k = &tpu0(&r)[0];
+    let range = k["bundle_address_range"].as_str().unwrap();
+    let b = ok(
+        "get_llo_bundles",
+        json!({"dump_dir": d, "program": k["kernel"], "address_range": range, "limit": 500}),
+    );
+    // The listing ends at 0xa90; markers 0xc9d-0xca3 lie past it, so only the covered part
+    // of the range matches.
+    assert_eq!(b["total_matched"], json!(0xa90 - 0x1ee + 1));
+    let one = k["bundle_markers"][0]["address"].as_str().unwrap();
+    let b = ok(
+        "get_llo_bundles",
+        json!({"dump_dir": d, "program": k["kernel"], "address_range": one}),
+    );
+    assert_eq!(b["bundles"][0]["address"], one);
+}
+
+#[test]
+fn row03_llo_utilization_kernel_window() {
+    let l = logdir!();
+    let r = ok(
+        "get_llo_utilization",
+        json!({"path": l, "kernel": "matmul_optimized"}),
+    );
+    let d = tpu0(&r);
+    assert_eq!(d["window"], "kernel spans");
+    let mxu = &d["units"]["MXU"];
+    let p50u = mxu["p50_util_pct_unweighted"].as_f64().unwrap();
+    assert!(65.0 < p50u && p50u < 80.0);
+    assert!(mxu["mean_util_pct"].as_f64().unwrap() < 1.0);
+    assert_eq!(mxu["weighted_by"], "sample duration_ps");
+    assert_eq!(d["verdict"]["dominant_unit"], "Scalar ALU");
+    assert_eq!(d["units"]["Vector Fills"]["total_count"], json!(0.0));
+    assert!(
+        d["semantics"]
+            .as_str()
+            .unwrap()
+            .contains("static slot occupancy")
+    );
+    assert_eq!(d["alignment_check"]["suspect"], true);
+    assert_eq!(d["verdict_corrected"]["status"], "indeterminate");
+    assert_eq!(r["decomposition"]["status"], "not_requested");
+}
+
+#[test]
+fn row04_llo_utilization_unknown_kernel() {
+    let l = logdir!();
+    let r = ok(
+        "get_llo_utilization",
+        json!({"path": l, "kernel": "nonexistent_kernel"}),
+    );
+    assert!(tpu0(&r).get("note").is_some());
+}
+
+#[test]
+fn row05_llo_utilization_whole_trace() {
+    let l = logdir!();
+    let r = ok("get_llo_utilization", json!({"path": l}));
+    let d = tpu0(&r);
+    let mxu = &d["units"]["MXU"];
+    assert!(mxu["mean_util_pct"].as_f64().unwrap() < 1.0);
+    assert!(mxu["mean_util_pct_unweighted"].as_f64().unwrap() > 35.0);
+    assert_eq!(mxu["covered_ps"], json!(221479220));
+    let salu = &d["units"]["Scalar ALU"];
+    assert_eq!(salu["malformed_duration_samples"], 3);
+    assert!(
+        salu["malformed_note"]
+            .as_str()
+            .unwrap()
+            .contains("longer than the whole observed span")
+    );
+    assert!(salu["mean_util_pct"].as_f64().unwrap() > 5.0);
+    assert_ne!(d["verdict"].get("status"), Some(&json!("indeterminate")));
+    assert!(!d["verdict"]["mxu_mean_util_pct"].is_null());
+    assert_eq!(salu["repaired_samples"]["count"], 3);
+}
+
+#[test]
+fn llo_utilization_decomposition_with_the_dump() {
+    let (l, d) = (logdir!(), jf_dump!());
+    let r = ok(
+        "get_llo_utilization",
+        json!({"path": l, "kernel": "matmul_optimized", "dump_dir": d, "timeline_buckets": 4}),
+    );
+    let k = &r["decomposition"]["/device:TPU:0"]["kernels"]["matmul_optimized.1"];
+    assert_eq!(
+        k["stages"]["ep_run_kernel"]["bundle_range"],
+        json!(["0x272", "0x772"])
+    );
+    assert_eq!(
+        tpu0(&r)["units"]["MXU"]["timeline_mean_pct"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
+}
+
+#[test]
+fn row06_kernel_stage_breakdown() {
+    let l = logdir!();
+    let r = ok(
+        "get_kernel_stage_breakdown",
+        json!({"path": l, "kernel": "matmul_optimized"}),
+    );
+    let d = tpu0(&r);
+    assert_eq!(d["stages"]["ep_run_kernel"]["kind"], "pipeline");
+    assert_eq!(d["stages"]["acc"]["kind"], "named_scope");
+    assert_eq!(d["stages"]["init"]["kind"], "named_scope");
+    assert!(d["wait_ratio"].as_f64().unwrap() > 1.0);
+    assert_eq!(d["wait_ratio"], json!(3.982));
+}
+
+fn measure(v: Value) -> (tempfile::NamedTempFile, String) {
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    std::io::Write::write_all(&mut f, v.to_string().as_bytes()).unwrap();
+    let p = f.path().display().to_string();
+    (f, p)
+}
+
+#[test]
+fn row25_device_wall_floor_audit() {
+    let l = logdir!();
+    let (_f, m) = measure(json!({"wall_p50_ms": 0.0363, "baseline": {"wall_p50_ms": 0.599}}));
+    let r = ok(
+        "get_device_wall_report",
+        json!({"logdir": l, "run": "testrun", "kernel": "matmul_optimized", "measure_json": m, "baseline_run": "testrun", "floor_ms": 0.599}),
+    );
+    let a = &r["floor_audit"][0];
+    assert_eq!(a["claim"], "wall p50");
+    assert_eq!(a["verdict"], "PHYSICALLY_IMPOSSIBLE");
+    assert!(a["detail"].as_str().unwrap().contains("16.5x below"));
+    assert_eq!(r["ratios"]["wall_ratio"], json!(16.5));
+    assert!(
+        r["ratios"]["wall_ratio_label"]
+            .as_str()
+            .unwrap()
+            .contains("deployable")
+    );
+    assert!(
+        r["ratios"]["device_ratio_label"]
+            .as_str()
+            .unwrap()
+            .contains("device-framing")
+    );
+    assert!(
+        r["framing"]
+            .as_str()
+            .unwrap()
+            .contains("device-busy EXCEEDS wall")
+    );
+    assert_eq!(r["baseline_device_busy_p50_ms"], json!(0.075785));
+}
+
+#[test]
+fn row26_device_wall_framings_agree() {
+    let l = logdir!();
+    let (_f, m) = measure(json!({"wall_p50_ms": 0.0765}));
+    let r = ok(
+        "get_device_wall_report",
+        json!({"path": l, "kernel": "matmul_optimized", "measure_json": m}),
+    );
+    assert!(r["gap_pct"].as_f64().unwrap().abs() < 5.0);
+    assert!(r["framing"].as_str().unwrap().contains("framings agree"));
+}
+
+#[test]
+fn row27_device_wall_dispatch_overhead() {
+    let l = logdir!();
+    let (_f, m) = measure(json!({"results": [{"p50_us": 758.0}]}));
+    let r = ok(
+        "get_device_wall_report",
+        json!({"path": l, "kernel": "matmul_optimized", "measure_json": m}),
+    );
+    assert_eq!(r["wall_p50_ms"], json!(0.758));
+    assert!(r["gap_pct"].as_f64().unwrap() > 85.0);
+    assert_eq!(r["gap_pct"], json!(90.0));
+    assert!(
+        r["framing"]
+            .as_str()
+            .unwrap()
+            .contains("dispatch/host overhead")
+    );
+    assert!(r.get("floor_audit").is_none());
+}
+
+#[test]
+fn row28_device_wall_without_measurement() {
+    let l = logdir!();
+    let r = ok(
+        "get_device_wall_report",
+        json!({"path": l, "kernel": "matmul_optimized"}),
+    );
+    assert_eq!(r["device_busy_p50_ms"], json!(0.075785));
+    assert!(r["wall_p50_ms"].is_null());
+    assert!(r.get("caveat").is_some());
+}
+
+#[test]
+fn row29_device_wall_nested_baseline() {
+    let l = logdir!();
+    let (_f, m) =
+        measure(json!({"results": {"baseline": {"p50_ms": 5.0}, "candidate": {"p50_ms": 1.0}}}));
+    let r = ok(
+        "get_device_wall_report",
+        json!({"path": l, "kernel": "matmul_optimized", "measure_json": m}),
+    );
+    assert_eq!(r["wall_p50_ms"], json!(1.0));
+    let key = r["wall_source"]["key"].as_str().unwrap();
+    assert!(!key.contains("baseline"));
+    assert_eq!(key, "results.candidate.p50_ms");
+}
+
+/// A capture with a device plane but none of the kernel-profiling lines.
+fn flagless_capture() -> (tempfile::TempDir, String) {
+    let t = tempfile::tempdir().unwrap();
+    xprof_testkit::XSpaceBuilder::new()
+        .hostname("host0")
+        .plane("/device:TPU:0", |p| {
+            p.line("XLA Ops", |l| l.event("fusion.1", 0, 1_000_000))
+                .line("XLA Modules", |l| l.event("jit_f(1)", 0, 2_000_000))
+        })
+        .write_run(t.path(), "run1", "host0")
+        .unwrap();
+    let p = t.path().display().to_string();
+    (t, p)
+}
+
+#[test]
+fn trace_tools_on_a_flagless_capture_say_no_data() {
+    let (_t, l) = flagless_capture();
+    let r = ok("check_kernel_profiling", json!({"path": l}));
+    assert_eq!(r["kernel_profiling_active"], false);
+    assert!(
+        r["hint"]
+            .as_str()
+            .unwrap()
+            .contains("--xla_enable_custom_call_region_trace")
+    );
+    for (tool, args) in [
+        ("list_kernel_invocations", json!({"path": l})),
+        ("get_llo_utilization", json!({"path": l})),
+        ("get_kernel_stage_breakdown", json!({"path": l})),
+    ] {
+        let r = ok(tool, args);
+        assert_eq!(r["status"], "no_data", "{tool}: {r}");
+        assert!(
+            r["capture_flags"]
+                .to_string()
+                .contains("--xla_xprof_register_llo_debug_info"),
+            "{tool}"
+        );
+    }
+    let r = ok("get_device_wall_report", json!({"path": l}));
+    assert!(r["device_busy_p50_ms"].is_null());
+    assert!(
+        r["device_note"]
+            .as_str()
+            .unwrap()
+            .contains("no instrumented kernel spans")
+    );
+}
+
+#[test]
+fn trace_tools_reject_bad_paths_files_and_arguments() {
+    let e = err(
+        "check_kernel_profiling",
+        json!({"path": "/nonexistent/logdir"}),
+    );
+    assert_eq!(e.kind, ErrorKind::Path);
+    let t = tempfile::tempdir().unwrap();
+    let run = t.path().join("plugins/profile/r1");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::write(run.join("host0.xplane.pb"), b"\x0a\xff\xff\xff\x0f garbage").unwrap();
+    let e = err(
+        "list_kernel_invocations",
+        json!({"path": t.path().display().to_string()}),
+    );
+    assert_eq!(e.kind, ErrorKind::InvalidValue);
+    assert!(e.message.contains("host0.xplane.pb"), "{}", e.message);
+    let (_t2, l) = flagless_capture();
+    let e = err(
+        "list_kernel_invocations",
+        json!({"path": l, "kernel_regex": "("}),
+    );
+    assert_eq!(e.kind, ErrorKind::InvalidValue);
+    let e = err("get_llo_utilization", json!({"path": l, "host": "nohost"}));
+    assert_eq!(e.kind, ErrorKind::InvalidValue);
+    let (_f, m) = {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        std::io::Write::write_all(&mut f, b"{\"wall_p50_ms\": ").unwrap();
+        let p = f.path().display().to_string();
+        (f, p)
+    };
+    let e = err(
+        "get_device_wall_report",
+        json!({"path": l, "measure_json": m}),
+    );
+    assert_eq!(e.kind, ErrorKind::InvalidValue);
+    assert!(e.message.contains(":1:"), "{}", e.message);
+    let e = err(
+        "get_device_wall_report",
+        json!({"path": l, "measure_json": "/nonexistent.json"}),
+    );
+    assert_eq!(e.kind, ErrorKind::Path);
+    let e = err("get_device_wall_report", json!({"path": l, "floor_ms": -1}));
+    assert_eq!(e.kind, ErrorKind::InvalidValue);
+}
