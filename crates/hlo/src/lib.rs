@@ -9,6 +9,7 @@ pub mod dump;
 pub mod error;
 pub mod graph;
 pub mod print;
+pub mod query;
 pub mod text;
 
 pub use error::HloError;
