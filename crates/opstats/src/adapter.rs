@@ -233,3 +233,146 @@ pub fn host_space(host: &str, space: &XSpace, extra_modules: Vec<HloModuleInfo>)
         modules,
     }
 }
+
+/// Per-plane resolution for the lazy reader: stat ids → keys, ref strings shared.
+struct ReaderResolver<'a> {
+    keys: HashMap<i64, StatKey>,
+    refs: HashMap<u64, Arc<str>>,
+    plane: xprof_xspace::Plane<'a>,
+}
+
+impl<'a> ReaderResolver<'a> {
+    fn new(plane: xprof_xspace::Plane<'a>) -> Self {
+        let keys = plane
+            .stat_metadata_iter()
+            .filter_map(|m| StatKey::from_name(m.name()).map(|k| (m.id(), k)))
+            .collect();
+        ReaderResolver {
+            keys,
+            refs: HashMap::new(),
+            plane,
+        }
+    }
+
+    fn resolve(&mut self, stats: impl Iterator<Item = xprof_xspace::Stat<'a>>) -> Stats {
+        use xprof_xspace::StatValue as V;
+        let mut out = Stats::default();
+        for s in stats {
+            let Some(&key) = self.keys.get(&s.metadata_id) else {
+                continue;
+            };
+            let value = match s.value {
+                V::Double(d) => StatValue::Double(d),
+                V::Uint(u) => StatValue::Uint(u),
+                V::Int(i) => StatValue::Int(i),
+                V::Str(x) => StatValue::Str(Arc::from(x)),
+                V::Bytes(b) => StatValue::Bytes(Arc::from(b)),
+                V::Ref(r) => {
+                    let plane = self.plane;
+                    StatValue::Str(
+                        self.refs
+                            .entry(r)
+                            .or_insert_with(|| Arc::from(plane.stat_name(r as i64).unwrap_or("")))
+                            .clone(),
+                    )
+                }
+                V::None | V::CompressedStr(_) => continue,
+            };
+            out.push(key, value);
+        }
+        out
+    }
+}
+
+/// Convert one plane read by the lazy reader.
+pub fn plane_from_reader(p: xprof_xspace::Plane<'_>) -> Plane {
+    let mut r = ReaderResolver::new(p);
+    let mut index: HashMap<i64, u32> = HashMap::new();
+    let mut metadata = Vec::new();
+    for m in p.event_metadata_iter() {
+        index.insert(m.key(), metadata.len() as u32);
+        metadata.push(EventMetadata {
+            id: m.id(),
+            name: m.name().to_string(),
+            display_name: m.display_name().to_string(),
+            stats: r.resolve(m.stats()),
+            children: Vec::new(),
+        });
+    }
+    for m in p.event_metadata_iter() {
+        let children: Vec<u32> = m
+            .child_ids()
+            .iter()
+            .filter_map(|c| index.get(c).copied())
+            .collect();
+        if let Some(&i) = index.get(&m.key()) {
+            metadata[i as usize].children = children;
+        }
+    }
+    let unknown = metadata.len() as u32;
+    metadata.push(EventMetadata::default());
+    let lines = p
+        .lines()
+        .map(|l| Line {
+            id: l.id(),
+            name: l.name().to_string(),
+            display_name: l.display_name().to_string(),
+            timestamp_ns: l.timestamp_ns(),
+            events: l
+                .events()
+                .map(|e| Event {
+                    metadata: index.get(&e.metadata_id()).copied().unwrap_or(unknown),
+                    start_ps: e.start_ps(),
+                    duration_ps: e.duration_ps(),
+                    num_occurrences: e.num_occurrences(),
+                    stats: r.resolve(e.stats()),
+                })
+                .collect(),
+        })
+        .collect();
+    Plane {
+        id: p.id(),
+        name: p.name().to_string(),
+        lines,
+        metadata,
+        stats: r.resolve(p.stats()),
+    }
+}
+
+/// One host's model from the lazy reader (planes converted in parallel).
+pub fn host_space_from_reader(
+    host: &str,
+    space: &xprof_xspace::XSpace,
+    extra_modules: Vec<HloModuleInfo>,
+) -> HostSpace {
+    use rayon::prelude::*;
+    let planes: Vec<xprof_xspace::Plane<'_>> = space
+        .planes()
+        .filter(|p| p.name() != "/host:metadata")
+        .collect();
+    let planes: Vec<Plane> = planes.into_par_iter().map(plane_from_reader).collect();
+    let mut modules = HashMap::new();
+    for m in xprof_xspace::hlo::embedded_hlo_modules(space) {
+        if let Ok(hlo) = m.decode()
+            && let Some(info) = module_info(m.program_id, &hlo)
+        {
+            modules.entry(info.program_id).or_insert(info);
+        }
+    }
+    for m in extra_modules {
+        modules.entry(m.program_id).or_insert(m);
+    }
+    let hostname = space.hostname();
+    HostSpace {
+        host: host.to_string(),
+        hostname: if hostname.is_empty() {
+            "localhost".into()
+        } else {
+            hostname.to_string()
+        },
+        planes,
+        errors: space.errors().into_iter().map(str::to_string).collect(),
+        warnings: space.warnings().into_iter().map(str::to_string).collect(),
+        modules,
+    }
+}

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::adapter::{host_space, module_info};
+use crate::adapter::{host_space_from_reader, module_info};
 use crate::model::{HloModuleInfo, HostSpace};
 
 #[derive(Debug, thiserror::Error)]
@@ -19,6 +19,9 @@ pub enum LoadError {
         path: PathBuf,
         source: prost::DecodeError,
     },
+    /// From the lazy reader (names the file and the byte offset).
+    #[error(transparent)]
+    Reader(#[from] xprof_xspace::XSpaceError),
 }
 
 impl LoadError {
@@ -26,13 +29,15 @@ impl LoadError {
     pub fn kind(&self) -> &'static str {
         match self {
             LoadError::Io { .. } => "path",
+            LoadError::Reader(e) => e.kind(),
             _ => "invalid_value",
         }
     }
-    pub fn hint(&self) -> &'static str {
+    pub fn hint(&self) -> String {
         match self {
-            LoadError::Io { .. } => "check the file exists and is readable",
-            _ => "re-capture the profile, or pass another run/host (--run, --host)",
+            LoadError::Io { .. } => "check the file exists and is readable".into(),
+            LoadError::Reader(e) => e.hint(),
+            _ => "re-capture the profile, or pass another run/host (--run, --host)".into(),
         }
     }
 }
@@ -81,13 +86,22 @@ pub fn read_hlo_files(files: &[PathBuf]) -> (Vec<HloModuleInfo>, Vec<String>) {
     (out, warnings)
 }
 
-/// One host's model from its XSpace file and the run's HLO files.
+/// One host's model from its XSpace file (lazy, zero-copy reader) and the run's HLO files.
+/// Planes the reader had to drop (corrupt content inside intact framing) become warnings.
 pub fn load_host(
     host: &str,
     xspace: &Path,
     hlo_files: &[PathBuf],
 ) -> Result<(HostSpace, Vec<String>), LoadError> {
-    let space = read_xspace(xspace)?;
-    let (modules, warnings) = read_hlo_files(hlo_files);
-    Ok((host_space(host, &space, modules), warnings))
+    if std::fs::metadata(xspace).is_ok_and(|m| m.len() == 0) {
+        return Err(LoadError::Empty {
+            path: xspace.to_path_buf(),
+        });
+    }
+    let space = xprof_xspace::XSpace::open(xspace)?;
+    let (modules, mut warnings) = read_hlo_files(hlo_files);
+    if !space.is_complete() {
+        warnings.extend(space.diagnostics().iter().cloned());
+    }
+    Ok((host_space_from_reader(host, &space, modules), warnings))
 }

@@ -463,3 +463,29 @@ fn local_matmul_matches_xprof_and_shows_host_executed_ops() {
         Some("jit_matmul")
     );
 }
+
+/// The lazy reader and the prost decoder feed the engine the same model.
+#[test]
+fn reader_and_prost_adapters_agree() {
+    let mut files = vec![];
+    let root =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/jax-cpu/logdir/plugins/profile");
+    files.push(root.join("matmul/host0.xplane.pb"));
+    files.push(root.join("mlp_steps/host0.xplane.pb"));
+    if let Some(c) = corpus() {
+        for f in ["seed-v6e", "jax-cpu-matmul", "jax-cpu-mlp_train"] {
+            files.push(run_dir(&c, f).join("host0.xplane.pb"));
+        }
+    }
+    for f in files {
+        let space = xprof_opstats::load::read_xspace(&f).unwrap();
+        let a = build(&xprof_opstats::adapter::host_space("h", &space, vec![]));
+        let (m, _) = load_host("h", &f, &[]).unwrap();
+        let b = build(&m);
+        assert_eq!(a.device_db, b.device_db, "{}", f.display());
+        assert_eq!(a.host_db, b.host_db, "{}", f.display());
+        assert_eq!(a.host_xla_db, b.host_xla_db, "{}", f.display());
+        assert_eq!(a.steps, b.steps, "{}", f.display());
+        assert_eq!(a.program_names, b.program_names, "{}", f.display());
+    }
+}

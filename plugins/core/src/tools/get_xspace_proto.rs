@@ -63,8 +63,13 @@ impl Tool for GetXspaceProto {
         let as_text = call.bool_or("as_text", false)?;
         let out = call.opt_nonempty("output_path")?.map(PathBuf::from);
         let max = call.usize_or("max_bytes", 65536)?.max(1);
-        let (s, idx, space) = one_host(call)?;
-        let render = || format!("{space:#?}");
+        let (s, idx, _) = one_host(call)?;
+        // The readable rendering needs the owning decoder (every field, in order).
+        let render = || -> Result<String, ToolError> {
+            let space = xprof_opstats::load::read_xspace(&s.hosts[idx].path)
+                .map_err(crate::common::load_error)?;
+            Ok(format!("{space:#?}"))
+        };
         if let Some(out) = out {
             if inside(&out, &s.dir) {
                 return Err(ToolError::usage(format!(
@@ -75,7 +80,7 @@ impl Tool for GetXspaceProto {
                 .with_hint("pass an --output_path outside the capture (e.g. under $TMPDIR)"));
             }
             let bytes = if as_text {
-                render().into_bytes()
+                render()?.into_bytes()
             } else {
                 std::fs::read(&s.hosts[idx].path).map_err(|e| {
                     ToolError::path(format!("cannot read {}: {e}", s.hosts[idx].path.display()))
@@ -101,7 +106,7 @@ impl Tool for GetXspaceProto {
                 ),
             );
         }
-        let mut text = render();
+        let mut text = render()?;
         let full = text.len();
         if full > max {
             let mut cut = max;

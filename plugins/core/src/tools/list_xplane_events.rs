@@ -1,7 +1,7 @@
 use regex::Regex;
 use serde_json::{Map, Value, json};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
-use xprof_proto::xplane::{XSpace, x_event};
+use xprof_xspace::XSpace;
 
 use crate::common::{load_error, selected_hosts, session, with_capture};
 
@@ -66,38 +66,33 @@ impl EventFilter {
         space: &XSpace,
         mut f: impl FnMut(&str, &str, i64, &str, i64, i64, i64) -> bool,
     ) {
-        for p in &space.planes {
-            if !self.plane.is_match(&p.name) {
+        for p in space.planes() {
+            if !self.plane.is_match(p.name()) {
                 continue;
             }
-            for l in &p.lines {
-                if !self.line.is_match(&l.name) {
+            for l in p.lines() {
+                if !self.line.is_match(l.name()) {
                     continue;
                 }
-                for e in &l.events {
-                    let md = p.event_metadata.get(&e.metadata_id);
-                    let name = match md {
-                        Some(m) if !m.display_name.is_empty() => m.display_name.as_str(),
-                        Some(m) => m.name.as_str(),
+                for e in l.events() {
+                    let name = match e.metadata() {
+                        Some(m) if !m.display_name().is_empty() => m.display_name(),
+                        Some(m) => m.name(),
                         None => "Unknown",
                     };
                     if !self.event.is_match(name) {
                         continue;
                     }
-                    let offset = match e.data {
-                        Some(x_event::Data::OffsetPs(o)) => o,
-                        _ => 0,
-                    };
-                    let start = l.timestamp_ns.saturating_mul(1000).saturating_add(offset);
-                    let end = start.saturating_add(e.duration_ps);
+                    let (start, dur) = (e.start_ps(), e.duration_ps());
+                    let end = start.saturating_add(dur);
                     if self.start_ps.is_some_and(|s| start < s)
                         || self.end_ps.is_some_and(|x| end > x)
-                        || self.min_dur.is_some_and(|d| e.duration_ps < d)
-                        || self.max_dur.is_some_and(|d| e.duration_ps > d)
+                        || self.min_dur.is_some_and(|d| dur < d)
+                        || self.max_dur.is_some_and(|d| dur > d)
                     {
                         continue;
                     }
-                    if !f(&p.name, &l.name, l.id, name, offset, start, e.duration_ps) {
+                    if !f(p.name(), l.name(), l.id(), name, e.offset_ps(), start, dur) {
                         return;
                     }
                 }
@@ -118,7 +113,8 @@ pub fn one_host(call: &mut Call) -> Result<(xprof_capture::Session, usize, XSpac
     };
     let path = s.hosts[idx].path.clone();
     call.read_file(&path);
-    let space = xprof_opstats::load::read_xspace(&path).map_err(load_error)?;
+    let space =
+        XSpace::open(&path).map_err(|e| load_error(xprof_opstats::load::LoadError::from(e)))?;
     Ok((s, idx, space))
 }
 

@@ -52,57 +52,49 @@ impl Tool for ListXplaneLines {
         let mut steps = false;
         let mut hlo = false;
         let planes: Vec<Value> = space
-            .planes
-            .iter()
+            .planes()
             .map(|p| {
-                let root_id = p
-                    .stat_metadata
-                    .iter()
-                    .find(|(_, m)| m.name == "_r")
-                    .map(|(id, _)| *id);
-                let hlo_op_id = p
-                    .stat_metadata
-                    .iter()
-                    .find(|(_, m)| m.name == "hlo_op")
-                    .map(|(id, _)| *id);
-                if p.name == "/host:metadata" {
-                    hlo = p.event_metadata.values().any(|m| !m.stats.is_empty());
+                let root_id = p.stat_id("_r");
+                let hlo_op_id = p.stat_id("hlo_op");
+                if p.name() == "/host:metadata" {
+                    hlo = p.event_metadata_iter().any(|m| m.stat("Hlo Proto").is_some());
                 }
+                let is_dev = p.name().starts_with("/device:TPU:") || p.name().starts_with("/device:GPU:");
                 let lines: Vec<Value> = p
-                    .lines
-                    .iter()
+                    .lines()
                     .map(|l| {
-                        let n = l.events.len();
-                        let is_dev = p.name.starts_with("/device:TPU:") || p.name.starts_with("/device:GPU:");
-                        if is_dev && (l.name == "XLA Ops" || p.name.starts_with("/device:GPU:")) && n > 0 {
+                        let n = l.num_events();
+                        if is_dev && (l.name() == "XLA Ops" || p.name().starts_with("/device:GPU:")) && n > 0 {
                             device = true;
                         }
-                        if l.name == "TC Overlay" && n > 0 {
-                            llo = true;
+                        match l.name() {
+                            "TC Overlay" if n > 0 => llo = true,
+                            "_counters_" if n > 0 => counters = true,
+                            "Steps" if n > 0 => steps = true,
+                            _ => {}
                         }
-                        if l.name == "_counters_" && n > 0 {
-                            counters = true;
-                        }
-                        if l.name == "Steps" && n > 0 {
-                            steps = true;
-                        }
-                        for e in &l.events {
-                            if root_id.is_some_and(|r| e.stats.iter().any(|st| st.metadata_id == r)) {
-                                steps = true;
+                        if root_id.is_some() || hlo_op_id.is_some() {
+                            for e in l.events() {
+                                if let Some(r) = root_id
+                                    && e.stat_by_id(r).is_some()
+                                {
+                                    steps = true;
+                                }
+                                if let Some(h) = hlo_op_id
+                                    && e.stat_by_id(h).is_some()
+                                {
+                                    host_ops = true;
+                                }
                             }
-                            if hlo_op_id.is_some_and(|r| e.stats.iter().any(|st| st.metadata_id == r)) {
-                                host_ops = true;
-                            }
                         }
-                        json!({"name": l.name, "id": l.id.to_string(), "event_count": n})
+                        json!({"name": l.name(), "id": l.id().to_string(), "event_count": n})
                     })
                     .collect();
-                let total: usize = p.lines.iter().map(|l| l.events.len()).sum();
-                json!({"name": p.name, "id": p.id.to_string(), "lines": lines, "total_events": total})
+                json!({"name": p.name(), "id": p.id().to_string(), "lines": lines, "total_events": p.num_events()})
             })
             .collect();
         let mut body = Map::new();
-        body.insert("hostname".into(), json!(space.hostnames.first()));
+        body.insert("hostname".into(), json!(space.hostname()));
         body.insert("planes".into(), Value::Array(planes));
         body.insert("capture_valid_for_device_analysis".into(), json!(device));
         body.insert(
@@ -113,8 +105,9 @@ impl Tool for ListXplaneLines {
         body.insert("capture_valid_for_counter_sampling".into(), json!(counters));
         body.insert("capture_has_step_markers".into(), json!(steps));
         body.insert("capture_has_embedded_hlo".into(), json!(hlo));
-        body.insert("errors".into(), json!(space.errors));
-        body.insert("warnings".into(), json!(space.warnings));
+        body.insert("errors".into(), json!(space.errors()));
+        body.insert("reader_diagnostics".into(), json!(space.diagnostics()));
+        body.insert("warnings".into(), json!(space.warnings()));
         Ok(with_capture(&s, &[&s.hosts[idx]], &[], body).into())
     }
 }
