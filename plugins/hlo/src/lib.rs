@@ -293,4 +293,52 @@ mod tests {
         assert_eq!(got["node_count"], 5);
         assert!(got["text"].as_str().unwrap().starts_with("digraph "));
     }
+
+    #[test]
+    fn query_hlo_graph_modes() {
+        let root = xprof_plugin_api::sdk::testing::workspace_root(env!("CARGO_MANIFEST_DIR"));
+        let run = root
+            .join("fixtures/jax-cpu/logdir/plugins/profile/matmul")
+            .display()
+            .to_string();
+        let e = call(
+            "query_hlo_graph",
+            json!({"path": run, "mode": "sql", "sql": "DELETE FROM instructions"}),
+        )
+        .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidValue);
+        let e = call(
+            "query_hlo_graph",
+            json!({"path": run, "mode": "shortest_path", "src_op": "p.1"}),
+        )
+        .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Usage);
+        let r = call(
+            "query_hlo_graph",
+            json!({"path": run, "mode": "shortest_path", "src_op": "p.1", "dst_op": "ynn_fusion"}),
+        )
+        .unwrap();
+        assert_eq!(r["distance"], 1);
+        let r = call(
+            "query_hlo_graph",
+            json!({"path": run, "mode": "fusion_contents", "op": "ynn_fusion"}),
+        )
+        .unwrap();
+        assert_eq!(r["count"], 3);
+        let r = call(
+            "query_hlo_graph",
+            json!({"path": run, "mode": "neighbors", "op": "ynn_fusion"}),
+        )
+        .unwrap();
+        assert_eq!(r["operands"].as_array().unwrap().len(), 2);
+        let r = call(
+            "query_hlo_graph",
+            json!({"path": run, "mode": "search", "opcode": "parameter", "limit": 1}),
+        )
+        .unwrap();
+        assert_eq!(
+            (r["count"].as_i64(), r["truncated"].as_bool()),
+            (Some(1), Some(true))
+        );
+    }
 }

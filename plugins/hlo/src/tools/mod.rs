@@ -8,3 +8,4 @@ mod get_hlo_neighborhood;
 mod get_hlo_text;
 mod list_hlo_dump_modules;
 mod list_hlo_modules;
+mod query_hlo_graph;
