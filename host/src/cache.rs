@@ -377,6 +377,13 @@ impl Db {
     fn connect(path: &Path) -> rusqlite::Result<Connection> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
+        // Each CLI process is usually the last connection, and closing the last connection
+        // checkpoints the WAL with fsyncs and deletes it: milliseconds on every cached call.
+        // Leave checkpoints to SQLite's automatic ones during writes.
+        conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+            true,
+        )?;
         // WAL lets readers run beside one writer across processes; the mode is stored in the
         // file, so only the first opener pays for switching (and it needs the write lock).
         let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;

@@ -145,9 +145,13 @@ fn a_corrupt_cache_file_is_rebuilt() {
     copy_dir(&seed, &logdir);
     let good = until_hit(&cache, &logdir);
 
-    let db = cache.join("cache.sqlite");
-    let len = fs::metadata(&db).unwrap().len() as usize;
-    fs::write(&db, vec![0x5a; len.max(4096)]).unwrap();
+    // Garbage over the database and over its write-ahead log (which holds recent pages).
+    for name in ["cache.sqlite", "cache.sqlite-wal"] {
+        let f = cache.join(name);
+        if let Ok(m) = fs::metadata(&f) {
+            fs::write(&f, vec![0x5a; (m.len() as usize).max(4096)]).unwrap();
+        }
+    }
 
     let out = xprof(&cache)
         .arg("get_hosts")
