@@ -239,6 +239,59 @@ impl DutyCycle {
     }
 }
 
+#[derive(Clone, PartialEq, prost::Message)]
+struct CoreDetailsProto {
+    #[prost(string, tag = "1")]
+    hostname: String,
+    #[prost(uint32, tag = "2")]
+    device_ordinal: u32,
+    #[prost(uint32, tag = "3")]
+    core_num: u32,
+    #[prost(uint32, tag = "4")]
+    local_chip_id: u32,
+    #[prost(uint32, tag = "5")]
+    global_chip_id: u32,
+    #[prost(uint32, tag = "6")]
+    global_core_id: u32,
+    #[prost(bool, tag = "7")]
+    is_sparse_core: bool,
+}
+
+/// The plane's chip (`core_details.local_chip_id`) when its `core_details` stat is present and
+/// parses — as in XProf, an empty value parses (to chip 0).
+pub fn local_chip_id(plane: &Plane) -> Option<u32> {
+    use prost::Message;
+    let b = plane.stats.get(StatKey::CoreDetails)?.as_bytes()?;
+    CoreDetailsProto::decode(b).ok().map(|c| c.local_chip_id)
+}
+
+/// XProf `DutyCycleCombiner`: cores of one chip are unioned (a chip is busy when any of its
+/// cores is); cores without chip details count on their own.
+#[derive(Default)]
+pub struct DutyCycleCombiner {
+    chips: std::collections::BTreeMap<u32, DutyCycle>,
+    active: u64,
+    idle: u64,
+}
+
+impl DutyCycleCombiner {
+    pub fn add(&mut self, t: &DutyCycle, chip: Option<u32>) {
+        match chip {
+            Some(c) => self.chips.entry(c).or_default().union(t),
+            None => {
+                self.active += t.active_ps();
+                self.idle += t.idle_ps();
+            }
+        }
+    }
+    pub fn active_ps(&self) -> u64 {
+        self.active + self.chips.values().map(DutyCycle::active_ps).sum::<u64>()
+    }
+    pub fn idle_ps(&self) -> u64 {
+        self.idle + self.chips.values().map(DutyCycle::idle_ps).sum::<u64>()
+    }
+}
+
 /// XProf `ConstructDutyCycleTracker`.
 pub fn duty_cycle(plane: &Plane) -> DutyCycle {
     let mut t = DutyCycle::default();
@@ -523,6 +576,22 @@ mod tests {
         assert_eq!(f.time_ps, 1000);
         // begin 900 (device), end max(3420 device, 3500 host)
         assert_eq!(db.total_time_ps, 2600);
+    }
+
+    #[test]
+    fn cores_of_one_chip_are_unioned_others_summed() {
+        let mut a = DutyCycle::default();
+        a.add(0, 100, true);
+        a.add(0, 200, false);
+        let mut b = DutyCycle::default();
+        b.add(50, 150, true);
+        let mut c = DutyCycleCombiner::default();
+        c.add(&a, Some(0));
+        c.add(&b, Some(0));
+        // chip 0: active [0,150] = 150 over window [0,200] → idle 50.
+        assert_eq!((c.active_ps(), c.idle_ps()), (150, 50));
+        c.add(&b, None);
+        assert_eq!((c.active_ps(), c.idle_ps()), (250, 50));
     }
 
     #[test]

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use rayon::prelude::*;
 
 use crate::device::{
-    DutyCycle, PerfEnv, duty_cycle, gpu_db, is_gpu_plane, is_tpu_tensor_core_plane, perf_env,
-    tensor_core_db,
+    DutyCycle, DutyCycleCombiner, PerfEnv, duty_cycle, gpu_db, is_gpu_plane,
+    is_tpu_tensor_core_plane, local_chip_id, perf_env, tensor_core_db,
 };
 use crate::host::{HOST_THREADS, framework_op_db, host_xla_op_db};
 use crate::metrics::{DbCombiner, OpMetricsDb};
@@ -102,17 +102,18 @@ pub fn build(space: &HostSpace) -> OpStats {
     let mut duty_idle = 0;
     let mut dropped = 0;
     if hardware_type == HardwareType::Tpu {
-        let per_core: Vec<(OpMetricsDb, DutyCycle)> = tpu
+        let per_core: Vec<(OpMetricsDb, DutyCycle, Option<u32>)> = tpu
             .par_iter()
-            .map(|p| (tensor_core_db(p), duty_cycle(p)))
+            .map(|p| (tensor_core_db(p), duty_cycle(p), local_chip_id(p)))
             .collect();
         let mut c = DbCombiner::new();
-        for (db, dc) in &per_core {
+        let mut duty = DutyCycleCombiner::default();
+        for (db, dc, chip) in &per_core {
             c.combine(db, true);
-            // Without parseable core details XProf counts each core as its own chip.
-            duty_busy += dc.active_ps();
-            duty_idle += dc.idle_ps();
+            duty.add(dc, *chip);
         }
+        duty_busy = duty.active_ps();
+        duty_idle = duty.idle_ps();
         device_db = c.finish();
         device_db.busy_time_ps = duty_busy;
         device_db.idle_time_ps = duty_idle;

@@ -1,0 +1,166 @@
+//! Device shapes the shared corpus lacks — GPU kernels, several TensorCores, several hosts —
+//! on synthetic captures; expected values computed by hand in the comments.
+
+use xprof_opstats::adapter::host_space;
+use xprof_opstats::opstats::HardwareType;
+use xprof_opstats::{OpStats, build, combine, views};
+use xprof_testkit::{XSpaceBuilder, simple_hlo_proto};
+
+fn stats(b: XSpaceBuilder) -> OpStats {
+    build(&host_space("host0", &b.build(), Vec::new()))
+}
+
+#[test]
+fn gpu_kernels_of_one_hlo_op_in_one_step_are_one_occurrence() {
+    // jit_f(7): fusion.1 (fusion), dot.2 (dot). Kernels on one stream:
+    //   fusion.1 g0 [0,100] + [100,150] → 1 occurrence of 150
+    //   dot.2    g0 [200,300]           → 1 occurrence of 100
+    //   fusion.1 g1 [400,450]           → 2nd occurrence, 50
+    //   gone.9   g1 [500,520]           → not in the HLO: dropped (XProf does the same)
+    let hlo = simple_hlo_proto("jit_f", &[("fusion.1", "fusion"), ("dot.2", "dot")]);
+    let s = stats(
+        XSpaceBuilder::new()
+            .plane("/host:metadata", |p| p.hlo_module(1, 7, &hlo))
+            .plane("/device:GPU:0", |p| {
+                p.stat("peak_teraflops_per_second", 100.0)
+                    .stat("peak_hbm_bw_gigabytes_per_second", 2000.0)
+                    .stat("device_type_string", "Nvidia GPU (Hopper)")
+                    .line_with_id(1, "Stream #1", |l| {
+                        let k =
+                            |l: xprof_testkit::LineBuilder, op: &str, g: i64, b: i64, d: i64| {
+                                l.event("kernel", b, d)
+                                    .stat("hlo_op", op)
+                                    .stat("program_id", 7u64)
+                                    .stat("group_id", g)
+                                    .stat("flops", 1000u64)
+                            };
+                        let l = k(l, "fusion.1", 0, 0, 100);
+                        let l = k(l, "fusion.1", 0, 100, 50);
+                        let l = k(l, "dot.2", 0, 200, 100);
+                        let l = k(l, "fusion.1", 1, 400, 50);
+                        k(l, "gone.9", 1, 500, 20)
+                    })
+            }),
+    );
+    assert_eq!(s.run_env.hardware_type, HardwareType::Gpu);
+    assert_eq!(s.run_env.device_type, "Nvidia GPU (Hopper)");
+    let db = &s.device_db;
+    let f = db.metrics.iter().find(|m| m.name == "fusion.1").unwrap();
+    assert_eq!((f.occurrences, f.time_ps, f.self_time_ps), (2, 200, 200));
+    assert_eq!(f.category, "fusion");
+    // Per-occurrence event FLOPs, multiplied out by occurrences.
+    assert_eq!(f.flops, 2000);
+    let d = db.metrics.iter().find(|m| m.name == "dot.2").unwrap();
+    assert_eq!((d.occurrences, d.time_ps), (1, 100));
+    assert!(db.metrics.iter().all(|m| m.name != "gone.9"));
+    assert_eq!(s.gpu_kernels_without_hlo, 1);
+    // Window: first kernel begin 0 → last end 520; op time 300; idle 220.
+    assert_eq!((db.total_time_ps, db.total_op_time_ps), (520, 300));
+    assert_eq!(db.metrics.last().unwrap().self_time_ps, 220);
+    let rows = views::hlo_stats_of(&s, db);
+    assert_eq!(rows[0]["hlo_op_name"], "fusion.1");
+    // 2000 FLOPs over 200 ps = 0.2 ns → 10000 GFLOP/s.
+    assert!((rows[0]["model_flop_rate"].as_f64().unwrap() - 10000.0).abs() < 1e-6);
+}
+
+fn tpu_plane(
+    p: xprof_testkit::PlaneBuilder,
+    core_details: Option<Vec<u8>>,
+    start: i64,
+    dur: i64,
+) -> xprof_testkit::PlaneBuilder {
+    let p = match core_details {
+        Some(b) => p.stat("core_details", b),
+        None => p,
+    };
+    p.stat("peak_teraflops_per_second", 900.0)
+        .stat("peak_hbm_bw_gigabytes_per_second", 1600.0)
+        .stat("device_type_string", "TPU v5p")
+        .line("XLA Modules", |l| l.event("jit_f(42)", start, dur + 100))
+        .line("XLA Ops", |l| {
+            l.event("%fusion.1 = f32[] fusion()", start + 50, dur)
+                .display_name("fusion.1")
+                .metadata_stat("program_id", 42u64)
+                .metadata_stat("symbol_id", 1u64)
+                .metadata_stat("hlo_category", "loop fusion")
+                .metadata_stat("flops", 10u64)
+        })
+}
+
+/// `CoreDetails { local_chip_id: chip }` (field 4, varint).
+fn core_details(chip: u8) -> Vec<u8> {
+    vec![0x20, chip]
+}
+
+#[test]
+fn tensor_cores_combine_and_duty_cycle_unions_cores_of_a_chip() {
+    // Two cores on chip 0: busy [50,250] and [150,350] → chip busy [50,350] = 300 over window
+    // [0,400] → duty 75 %. Op db: 2 cores × 200 ps; windows 200 each (op-only) → total 400.
+    let s = stats(
+        XSpaceBuilder::new()
+            .plane("/device:TPU:0", |p| {
+                tpu_plane(p, Some(core_details(0)), 0, 200)
+            })
+            .plane("/device:TPU:1", |p| {
+                tpu_plane(p, Some(core_details(0)), 100, 200)
+            }),
+    );
+    assert_eq!(s.run_env.device_core_count, 2);
+    assert_eq!((s.duty_busy_ps, s.duty_idle_ps), (300, 100));
+    let f = s
+        .device_db
+        .metrics
+        .iter()
+        .find(|m| m.name == "fusion.1")
+        .unwrap();
+    assert_eq!(
+        (f.occurrences, f.num_cores, f.time_ps, f.flops),
+        (2, 2, 400, 20)
+    );
+    assert_eq!(s.device_db.total_time_ps, 400);
+    let ov = views::overview(&s);
+    assert_eq!(
+        ov["performance_summary"]["device_duty_cycle_percent"],
+        "75.0%"
+    );
+    // Without core details each core is its own chip: busy 200+200 over windows 300+300.
+    let s = stats(
+        XSpaceBuilder::new()
+            .plane("/device:TPU:0", |p| tpu_plane(p, None, 0, 200))
+            .plane("/device:TPU:1", |p| tpu_plane(p, None, 100, 200)),
+    );
+    assert_eq!((s.duty_busy_ps, s.duty_idle_ps), (400, 200));
+}
+
+#[test]
+fn hosts_combine_counts_and_intersect_steps() {
+    let host = |name: &str, steps: &[i64]| {
+        let steps = steps.to_vec();
+        let b = XSpaceBuilder::new()
+            .hostname(name)
+            .plane("/device:TPU:0", move |p| {
+                tpu_plane(p, None, 0, 200).line("Steps", move |mut l| {
+                    for g in &steps {
+                        l = l.event(&g.to_string(), g * 1000, 500).stat("group_id", *g);
+                    }
+                    l
+                })
+            });
+        build(&host_space(name, &b.build(), Vec::new()))
+    };
+    let all = combine(vec![host("a", &[1, 2, 3]), host("b", &[2, 3, 4])]).unwrap();
+    assert_eq!(all.run_env.host_count, 2);
+    assert_eq!(all.run_env.device_core_count, 2);
+    assert_eq!(all.run_env.hostnames, ["a", "b"]);
+    let f = all
+        .device_db
+        .metrics
+        .iter()
+        .find(|m| m.name == "fusion.1")
+        .unwrap();
+    assert_eq!((f.occurrences, f.num_cores), (2, 2));
+    // Only steps every host has; each keeps both hosts' cores.
+    let nums: Vec<i64> = all.steps.steps.iter().map(|s| s.step_num).collect();
+    assert_eq!(nums, [2, 3]);
+    assert_eq!(all.steps.steps[0].per_core.len(), 2);
+}
