@@ -959,6 +959,32 @@ pub fn overview(s: &OpStats) -> Map<String, Value> {
         ps.insert("steptime_ms_standard_deviation".into(), json!(fmt(sd)));
         ps.insert("steptime_ms_minimum".into(), json!(fmt(min)));
         ps.insert("steptime_ms_maximum".into(), json!(fmt(max)));
+        if hw == HardwareType::Tpu {
+            let per_step: Vec<TpuStepTimes> = steps.iter().map(tpu_step_times).collect();
+            let avg = |f: fn(&TpuStepTimes) -> f64| {
+                mean_sd(&per_step.iter().map(f).collect::<Vec<_>>()).0
+            };
+            ps.insert(
+                "tc_compute_ms_average".into(),
+                json!(two_digits(avg(|t| t.compute_ms))),
+            );
+            ps.insert(
+                "tc_infeed_ms_average".into(),
+                json!(two_digits(avg(|t| t.infeed_ms))),
+            );
+            ps.insert(
+                "tc_outfeed_ms_average".into(),
+                json!(two_digits(avg(|t| t.outfeed_ms))),
+            );
+            ps.insert(
+                "tc_idle_ms_average".into(),
+                json!(two_digits(avg(|t| t.idle_ms))),
+            );
+            ps.insert(
+                "host_transfer_ms_average".into(),
+                json!(two_digits(avg(|t| t.host_transfer_ms))),
+            );
+        }
         if hw != HardwareType::Tpu {
             for (i, name) in GENERIC_NAMES.iter().enumerate() {
                 let v: Vec<f64> = steps
@@ -1000,6 +1026,55 @@ pub fn overview(s: &OpStats) -> Map<String, Value> {
     out.insert("run_environment".into(), Value::Object(env));
     out.insert("steps".into(), steps_summary(s));
     out
+}
+
+/// One TPU step across cores (XProf `ComputeTpuPerStepDataAcrossCores`, TensorCores only).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TpuStepTimes {
+    pub compute_ms: f64,
+    pub infeed_ms: f64,
+    pub outfeed_ms: f64,
+    pub idle_ms: f64,
+    pub host_transfer_ms: f64,
+}
+
+pub fn tpu_step_times(step: &crate::steps::Step) -> TpuStepTimes {
+    let sum = |c: &crate::steps::CoreStep, f: &dyn Fn(&str) -> bool| -> u64 {
+        c.category_ps
+            .iter()
+            .filter(|(k, _)| f(k))
+            .map(|(_, v)| *v)
+            .sum()
+    };
+    let ms = |ps: f64| ps / 1e9;
+    let mut compute = f64::INFINITY;
+    let (mut infeed, mut host, mut min_dur) = (0u64, 0u64, u64::MAX);
+    let mut outfeed = Vec::new();
+    for c in step.per_core.values() {
+        let inf = sum(c, &|k| k.contains("infeed"));
+        let out = sum(c, &|k| k.contains("outfeed"));
+        let hsr = sum(c, &|k| {
+            k.starts_with("host send") || k.starts_with("host recv")
+        });
+        // Optimal step time: the step minus the time the core waits for the host.
+        compute = compute.min(c.duration_ps.saturating_sub(inf + hsr) as f64);
+        infeed = infeed.max(inf);
+        host = host.max(hsr);
+        min_dur = min_dur.min(c.duration_ps);
+        outfeed.push(out as f64);
+    }
+    if step.per_core.is_empty() {
+        return TpuStepTimes::default();
+    }
+    let out_avg = outfeed.iter().sum::<f64>() / outfeed.len() as f64;
+    let busy = compute + infeed as f64 + out_avg + host as f64;
+    TpuStepTimes {
+        compute_ms: ms(compute),
+        infeed_ms: ms(infeed as f64),
+        outfeed_ms: ms(out_avg),
+        idle_ms: ms((min_dur as f64 - busy).max(0.0)),
+        host_transfer_ms: ms(host as f64),
+    }
 }
 
 fn generic_key(name: &str) -> &'static str {

@@ -61,6 +61,13 @@ fn steps_line_gives_steps_with_category_breakdown() {
     let ov = views::overview(&s);
     assert_eq!(ov["performance_summary"]["steptime_ms_average"], "0.00");
     assert_eq!(ov["steps"]["steps_source"], "steps_line");
+    // Step 7: waits for the host 100 ps (infeed) → compute 900, infeed 100, idle 0.
+    let t = views::tpu_step_times(&s.steps.steps[0]);
+    assert_eq!(
+        (t.compute_ms * 1e9, t.infeed_ms * 1e9, t.idle_ms),
+        (900.0, 100.0, 0.0)
+    );
+    assert!(ov["performance_summary"]["tc_infeed_ms_average"].is_string());
     // The op db still covers the whole window: 300+100+200 busy of [100,1300].
     assert_eq!(s.device_db.total_op_time_ps, 600);
 }
