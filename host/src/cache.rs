@@ -48,7 +48,7 @@ pub const RACY_MARGIN: Duration = Duration::from_millis(100);
 pub const RACY_MARGIN_COARSE: Duration = Duration::from_secs(2);
 
 /// Bump when the key or the stored layout changes: old entries then simply stop matching.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 /// Entries untouched for this long are dropped when something new is stored, so the file does
 /// not grow without bound between `xprof cache clear`s.
@@ -377,12 +377,12 @@ impl Db {
     fn connect(path: &Path) -> rusqlite::Result<Connection> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
-        // Each CLI process is usually the last connection, and closing the last connection
-        // checkpoints the WAL with fsyncs and deletes it: milliseconds on every cached call.
-        // Leave checkpoints to SQLite's automatic ones during writes.
-        conn.set_db_config(
-            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
-            true,
+        // Keep the WAL file between processes (each CLI call is usually the last connection
+        // to close): deleting and recreating it on every call costs syscalls and fsyncs.
+        let mut persist = 1;
+        conn.file_control(
+            Some(rusqlite::MAIN_DB),
+            rusqlite::FileControl::PersistWal(&mut persist),
         )?;
         // WAL lets readers run beside one writer across processes; the mode is stored in the
         // file, so only the first opener pays for switching (and it needs the write lock).
@@ -407,9 +407,7 @@ impl Db {
                      content_type TEXT NOT NULL,
                      inputs TEXT NOT NULL,
                      manifest TEXT NOT NULL,
-                     created_at INTEGER NOT NULL,
-                     last_hit INTEGER,
-                     hits INTEGER NOT NULL DEFAULT 0
+                     created_at INTEGER NOT NULL
                  );
                  CREATE INDEX entries_created ON entries(created_at);
                  PRAGMA user_version = {SCHEMA_VERSION};
@@ -515,11 +513,7 @@ impl Db {
         ) else {
             return Ok(None);
         };
-        // Hit statistics are a nicety: a busy database must not fail the hit.
-        let _ = self.conn.execute(
-            "UPDATE entries SET hits = hits + 1, last_hit = ?2 WHERE key = ?1",
-            params![key, now_secs()],
-        );
+        // A hit writes nothing: a write per hit would cost more than the rest of the hit.
         Ok(Some(Envelope {
             result,
             content_type,
@@ -539,8 +533,8 @@ impl Db {
         tx.execute(
             "INSERT OR REPLACE INTO entries
                (key, tool, plugin, plugin_version, key_material, result, content_type, inputs,
-                manifest, created_at, hits)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 0)",
+                manifest, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             params![
                 key,
                 material["tool"].as_str().unwrap_or(""),
@@ -555,22 +549,29 @@ impl Db {
             ],
         )?;
         tx.execute(
-            "DELETE FROM entries WHERE created_at < ?1 AND COALESCE(last_hit, created_at) < ?1",
+            "DELETE FROM entries WHERE created_at < ?1",
             params![now - PURGE_AFTER_SECS],
         )?;
-        tx.commit()
+        tx.commit()?;
+        // Fold the WAL back into the database and empty it now, while we pay for a miss
+        // anyway: otherwise every later process (hits included) would replay and checkpoint
+        // it on open and close. Busy readers just make this a partial checkpoint.
+        let _ = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        Ok(())
     }
 
     pub fn stats(&self) -> rusqlite::Result<Value> {
-        let (entries, bytes, hits, oldest, newest): (i64, i64, i64, Option<i64>, Option<i64>) =
+        let (entries, bytes, oldest, newest): (i64, i64, Option<i64>, Option<i64>) =
             self.conn.query_row(
-                "SELECT COUNT(*), COALESCE(SUM(LENGTH(result)), 0), COALESCE(SUM(hits), 0),
+                "SELECT COUNT(*), COALESCE(SUM(LENGTH(result)), 0),
                         MIN(created_at), MAX(created_at) FROM entries",
                 [],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
             )?;
         let mut stmt = self.conn.prepare(
-            "SELECT tool, plugin, COUNT(*), SUM(hits) FROM entries GROUP BY tool, plugin ORDER BY tool",
+            "SELECT tool, plugin, COUNT(*) FROM entries GROUP BY tool, plugin ORDER BY tool",
         )?;
         let tools: Vec<Value> = stmt
             .query_map([], |r| {
@@ -578,14 +579,12 @@ impl Db {
                     "tool": r.get::<_, String>(0)?,
                     "plugin": r.get::<_, String>(1)?,
                     "entries": r.get::<_, i64>(2)?,
-                    "hits": r.get::<_, i64>(3)?,
                 }))
             })?
             .collect::<Result<_, _>>()?;
         Ok(json!({
             "entries": entries,
             "result_bytes": bytes,
-            "hits": hits,
             "oldest_unix": oldest,
             "newest_unix": newest,
             "tools": tools,

@@ -381,7 +381,8 @@ fn cache_stats_and_clear() {
     xprof(&cache).arg("list_runs").arg(&seed).output().unwrap();
     let v = stdout_json(&xprof(&cache).args(["cache", "stats"]).output().unwrap());
     assert_eq!(v["entries"], 2, "{v}");
-    assert_eq!(v["hits"], 2, "{v}");
+    assert_eq!(v["tools"][0]["tool"], "get_hosts", "{v}");
+    assert_eq!(v["tools"][0]["entries"], 1, "{v}");
     assert_eq!(v["path"], cache.join("cache.sqlite").display().to_string());
     let v = stdout_json(&xprof(&cache).args(["cache", "clear"]).output().unwrap());
     assert_eq!(v["cleared"], 2);
