@@ -1,1 +1,41 @@
-//! (being written)
+//! `xprof-views`: XProf's communication, host-side, framework, kernel and counter views, and
+//! the suggestions built on them, computed natively from the op-statistics engine
+//! ([`xprof_opstats::OpStats`]) and, where a view needs stats the engine does not carry
+//! (`kernel_details`, `counter_value`, megascale stats, `core_details`), from the decoded
+//! XSpace itself.
+//!
+//! # Public API
+//!
+//! * [`load`] — one host's capture decoded once: the raw `XSpace` plus the engine's model and
+//!   `OpStats` ([`load::HostData`]); several hosts are combined with
+//!   [`xprof_opstats::combine`].
+//! * [`framework`] — framework_op_stats (XProf `op_stats_to_tf_stats.cc`).
+//! * [`pod`] — pod_viewer (`op_stats_to_pod_stats.cc`, `op_stats_to_pod_viewer.cc`).
+//! * [`input_pipeline`] — input_pipeline_analyzer (`op_stats_to_input_pipeline_analysis.cc`).
+//! * [`kernel`] — kernel_stats from GPU `kernel_details` (`xplane_to_kernel_stats_db.cc`,
+//!   `kernel_stats_utils.cc`).
+//! * [`counters`] — perf_counters (`xplane_to_perf_counters.cc`) and utilization_viewer
+//!   (`xplane_to_utilization_viewer.cc`).
+//! * [`megascale`] — megascale_stats: DCN collectives per rendezvous
+//!   (`xspace_to_dcn_slack_analysis.cc`).
+//! * [`suggestions`] — smart_suggestion rules (`smart_suggestion/*.h`) plus ours, and the
+//!   host-boundness verdict of XProf's own CLI (`check_host_boundness`).
+//!
+//! Every view returns JSON in XProf's vocabulary: tables as
+//! `{"columns": [ids], "properties": {...}, "records": [{column id: value}]}` so that agents
+//! read fields by name. Where XProf prints a placeholder 0 we print `null` with
+//! `<field>_reason` (and `<field>_measured` when we can compute it).
+
+mod counter_ids;
+pub mod counters;
+pub mod framework;
+pub mod input_pipeline;
+pub mod kernel;
+pub mod load;
+pub mod megascale;
+pub mod pod;
+pub mod suggestions;
+pub mod table;
+pub mod xstat;
+
+pub use load::{HostData, LoadedRun};

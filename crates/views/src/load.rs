@@ -1,0 +1,181 @@
+//! Reading a run's hosts: the engine's model (through `xprof_opstats::load`) for the views
+//! built on OpStats, or the decoded `XSpace` for the views that read stats the model does not
+//! carry (`kernel_details`, `counter_value`, megascale stats).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use xprof_opstats::OpStats;
+use xprof_opstats::load::LoadError;
+use xprof_opstats::model::{HostSpace, StatKey};
+use xprof_proto::xplane::XSpace;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ViewLoadError {
+    #[error(transparent)]
+    Engine(#[from] LoadError),
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} is empty (0 bytes), not an XSpace", path.display())]
+    Empty { path: PathBuf },
+    #[error("{} is not a valid XSpace protobuf: {source}", path.display())]
+    Decode {
+        path: PathBuf,
+        source: prost::DecodeError,
+    },
+}
+
+impl ViewLoadError {
+    /// `path` for unreadable files, `invalid_value` for malformed contents.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ViewLoadError::Engine(e) => e.kind(),
+            ViewLoadError::Io { .. } => "path",
+            _ => "invalid_value",
+        }
+    }
+    pub fn hint(&self) -> String {
+        match self {
+            ViewLoadError::Engine(e) => e.hint().to_string(),
+            ViewLoadError::Io { .. } => "check the file exists and is readable".into(),
+            _ => "re-capture the profile, or pass another run/host (--run, --host)".into(),
+        }
+    }
+}
+
+/// One host of a run in the engine's model.
+pub struct HostData {
+    /// Host name (the `.xplane.pb` file stem).
+    pub name: String,
+    pub path: PathBuf,
+    pub model: HostSpace,
+}
+
+/// The selected hosts of a run.
+pub struct LoadedRun {
+    pub hosts: Vec<HostData>,
+    /// Unreadable `*.hlo_proto.pb` files and the like.
+    pub warnings: Vec<String>,
+}
+
+/// Load every host (in parallel) into the engine's model.
+pub fn load_hosts(
+    hosts: &[(String, PathBuf)],
+    hlo_files: &[PathBuf],
+) -> Result<LoadedRun, ViewLoadError> {
+    let loaded = hosts
+        .par_iter()
+        .map(|(name, path)| {
+            let (model, w) = xprof_opstats::load::load_host(name, path, hlo_files)?;
+            Ok((
+                HostData {
+                    name: name.clone(),
+                    path: path.clone(),
+                    model,
+                },
+                w,
+            ))
+        })
+        .collect::<Result<Vec<_>, ViewLoadError>>()?;
+    let mut warnings = Vec::new();
+    let mut out = Vec::new();
+    for (h, w) in loaded {
+        for x in w {
+            if !warnings.contains(&x) {
+                warnings.push(x);
+            }
+        }
+        out.push(h);
+    }
+    Ok(LoadedRun {
+        hosts: out,
+        warnings,
+    })
+}
+
+/// Decode one `.xplane.pb`.
+pub fn read_raw(path: &Path) -> Result<XSpace, ViewLoadError> {
+    use prost::Message;
+    let bytes = std::fs::read(path).map_err(|source| ViewLoadError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if bytes.is_empty() {
+        return Err(ViewLoadError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
+    XSpace::decode(bytes.as_slice()).map_err(|source| ViewLoadError::Decode {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Decode hosts (in parallel) without building the engine's model.
+pub fn load_raw(hosts: &[(String, PathBuf)]) -> Result<Vec<(String, XSpace)>, ViewLoadError> {
+    hosts
+        .par_iter()
+        .map(|(name, path)| Ok((name.clone(), read_raw(path)?)))
+        .collect()
+}
+
+impl LoadedRun {
+    /// OpStats of every host, combined (XProf `op_stats_combiner.cc` as the engine does it).
+    pub fn op_stats(&self) -> Option<OpStats> {
+        let per_host: Vec<OpStats> = self
+            .hosts
+            .par_iter()
+            .map(|h| xprof_opstats::build(&h.model))
+            .collect();
+        xprof_opstats::combine(per_host)
+    }
+
+    /// Core details of every device plane, keyed like the engine's step cores: plane id, offset
+    /// by host index × 1 000 000 for hosts after the first.
+    pub fn core_details(&self) -> BTreeMap<i64, CoreDetails> {
+        let mut out = BTreeMap::new();
+        for (hi, h) in self.hosts.iter().enumerate() {
+            for (id, d) in core_details(&h.model) {
+                out.insert(hi as i64 * 1_000_000 + id, d);
+            }
+        }
+        out
+    }
+}
+
+/// XProf's `CoreDetails` (`plugin/xprof/protobuf/op_stats.proto`), carried as the bytes of the
+/// `core_details` plane stat of TPU planes.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CoreDetails {
+    #[prost(string, tag = "1")]
+    pub hostname: String,
+    #[prost(uint32, tag = "2")]
+    pub device_ordinal: u32,
+    #[prost(uint32, tag = "3")]
+    pub core_num: u32,
+    #[prost(uint32, tag = "4")]
+    pub local_chip_id: u32,
+    #[prost(uint32, tag = "5")]
+    pub global_chip_id: u32,
+    #[prost(uint32, tag = "6")]
+    pub global_core_id: u32,
+    #[prost(bool, tag = "7")]
+    pub is_sparse_core: bool,
+}
+
+/// Plane id → parsed `core_details` for the planes that carry a parseable one.
+pub fn core_details(model: &HostSpace) -> BTreeMap<i64, CoreDetails> {
+    use prost::Message;
+    model
+        .planes
+        .iter()
+        .filter_map(|p| {
+            let b = p.stats.get(StatKey::CoreDetails)?.as_bytes()?;
+            CoreDetails::decode(b).ok().map(|d| (p.id, d))
+        })
+        .collect()
+}

@@ -1,0 +1,158 @@
+//! pod_viewer (XProf `op_stats_to_pod_stats.cc`, `op_stats_to_pod_viewer.cc`): per step, per
+//! core, the step time split into the nine generic components and the largest of them.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+use xprof_opstats::OpStats;
+use xprof_opstats::opstats::HardwareType;
+use xprof_opstats::steps::{CoreStep, GENERIC_NAMES};
+
+use crate::load::CoreDetails;
+use crate::table::ps_to_us;
+
+/// XProf `kErrorNoStepMarker` (`xprof/utils/diagnostics.cc`).
+pub const NO_STEP_MARKER: &str = "No step marker observed and hence the step time is unknown. This may happen if (1) training steps are not instrumented (e.g., if you are not using Keras) or (2) the profiling duration is shorter than the step time. For (1), you need to add step instrumentation; for (2), you may try to profile longer.";
+
+pub const REASON_TPU_BREAKDOWN: &str = "XProf's TPU step database carries per-category times only, so its pod viewer prints 0 for every generic component (and names the alphabetically last one, \"Output\", as bottleneck); *_measured maps the step's HLO categories onto the components (collectives, infeed, outfeed, idle = All others, the rest = Device compute)";
+
+pub const REASON_NO_CORE_DETAILS: &str = "the device plane has no core_details stat, so XProf drops this core's record; we keep it with the XSpace hostname";
+
+/// XProf `PopulateStepDiagnostics`.
+pub fn step_diagnostics(s: &OpStats) -> Value {
+    let mut warnings = Vec::new();
+    if s.steps.steps.is_empty() {
+        warnings.push(NO_STEP_MARKER);
+    }
+    json!({"info": [], "warnings": warnings, "errors": []})
+}
+
+/// XProf's local core id for host-only and GPU steps (`kDefaultGpuLocalCoreId`).
+const DEFAULT_CORE_ID: i64 = 1;
+
+fn is_collective(category: &str) -> bool {
+    let c = category.to_ascii_lowercase();
+    [
+        "all-reduce",
+        "all-gather",
+        "all-to-all",
+        "reduce-scatter",
+        "collective-permute",
+        "collective",
+        "send",
+        "recv",
+        "megacore",
+    ]
+    .iter()
+    .any(|k| c.contains(k))
+}
+
+/// Our mapping of a TPU core-step's HLO-category times onto the generic components.
+pub fn tpu_generic_from_categories(cs: &CoreStep) -> [u64; 9] {
+    let mut g = [0u64; 9];
+    for (cat, ps) in &cs.category_ps {
+        let i = if cat == "IDLE" {
+            8
+        } else if cat.contains("infeed") {
+            5
+        } else if cat.contains("outfeed") {
+            6
+        } else if is_collective(cat) {
+            2
+        } else {
+            0
+        };
+        g[i] += ps;
+    }
+    g
+}
+
+/// `{id: us}` over the nine components and the bottleneck (largest by (ps, name), as XProf
+/// sorts pairs).
+fn breakdown(g: &[u64; 9]) -> (Map<String, Value>, &'static str) {
+    let mut m = Map::new();
+    let mut best: (u64, &'static str) = (0, GENERIC_NAMES[0]);
+    for (i, ps) in g.iter().enumerate() {
+        m.insert((i + 1).to_string(), json!(ps_to_us(*ps)));
+        if (*ps, GENERIC_NAMES[i]) > best {
+            best = (*ps, GENERIC_NAMES[i]);
+        }
+    }
+    (m, best.1)
+}
+
+/// The pod viewer database as XProf's protobuf JSON (camelCase), plus our measured fields.
+pub fn pod_viewer(s: &OpStats, cores: &BTreeMap<i64, CoreDetails>) -> Value {
+    let tpu = s.run_env.hardware_type == HardwareType::Tpu;
+    let mut seq = Vec::new();
+    for step in &s.steps.steps {
+        let mut per_core = Map::new();
+        for (core, cs) in &step.per_core {
+            let host_idx = core / 1_000_000;
+            let fallback_host = s
+                .run_env
+                .hostnames
+                .get(host_idx as usize)
+                .cloned()
+                .unwrap_or_default();
+            let (key, host_name, details) = if tpu {
+                let d = cores.get(core);
+                (
+                    *core,
+                    d.map(|d| d.hostname.clone()).unwrap_or(fallback_host),
+                    d,
+                )
+            } else {
+                (host_idx * 1_000_000 + DEFAULT_CORE_ID, fallback_host, None)
+            };
+            let mut r = Map::new();
+            r.insert("hostName".into(), json!(host_name));
+            r.insert("chipId".into(), json!(0));
+            r.insert("nodeId".into(), json!(0));
+            r.insert("stepNum".into(), json!(step.step_num));
+            r.insert("totalDurationUs".into(), json!(ps_to_us(cs.duration_ps)));
+            r.insert("totalDurationPs".into(), json!(cs.duration_ps));
+            if tpu {
+                let (measured, bottleneck) = breakdown(&tpu_generic_from_categories(cs));
+                r.insert("bottleneck".into(), Value::Null);
+                r.insert("bottleneck_reason".into(), json!(REASON_TPU_BREAKDOWN));
+                r.insert("bottleneck_measured".into(), json!(bottleneck));
+                r.insert("stepBreakdownUs".into(), Value::Null);
+                r.insert("stepBreakdownUs_reason".into(), json!(REASON_TPU_BREAKDOWN));
+                r.insert("stepBreakdownUs_measured".into(), Value::Object(measured));
+                if details.is_none() {
+                    r.insert("coreDetails_reason".into(), json!(REASON_NO_CORE_DETAILS));
+                }
+            } else {
+                let (m, bottleneck) = breakdown(&cs.generic_ps);
+                r.insert("bottleneck".into(), json!(bottleneck));
+                r.insert("stepBreakdownUs".into(), Value::Object(m));
+                r.insert(
+                    "stepBreakdownPs".into(),
+                    Value::Object(
+                        cs.generic_ps
+                            .iter()
+                            .enumerate()
+                            .map(|(i, ps)| ((i + 1).to_string(), json!(ps)))
+                            .collect(),
+                    ),
+                );
+            }
+            per_core.insert(key.to_string(), Value::Object(r));
+        }
+        seq.push(json!({
+            "stepNum": step.step_num,
+            "podStatsPerCore": per_core,
+            "channelDb": [],
+            "coreIdToReplicaIdMap": {},
+            "allReduceOpDb": [],
+        }));
+    }
+    json!({
+        "podStatsSequence": {"podStatsMap": seq},
+        "diagnostics": step_diagnostics(s),
+        "stepBreakdownEvents": GENERIC_NAMES.iter().enumerate()
+            .map(|(i, n)| json!({"id": i + 1, "name": n})).collect::<Vec<_>>(),
+        "deviceType": s.run_env.device_type,
+    })
+}

@@ -1,0 +1,183 @@
+//! Shared test helpers: corpus location, run loading, XProf DataTable comparison.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use xprof_views::LoadedRun;
+use xprof_views::table::Table;
+
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `$XPROF_CORPUS`, else `<workspace root>/../shared`; under `CI` a missing corpus fails.
+pub fn corpus() -> Option<PathBuf> {
+    let dir = std::env::var_os("XPROF_CORPUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("../shared"));
+    if dir.join("fixtures").is_dir() {
+        Some(dir)
+    } else if std::env::var_os("CI").is_some() {
+        panic!(
+            "shared corpus missing at {} (set XPROF_CORPUS)",
+            dir.display()
+        );
+    } else {
+        None
+    }
+}
+
+/// (fixture name, run dir, oracle dir) of every capture with XProf reference outputs.
+pub fn oracle_fixtures() -> Vec<(String, PathBuf, PathBuf)> {
+    let mut v = Vec::new();
+    if let Some(c) = corpus() {
+        let o = c.join("oracle/xprof-2.24.2");
+        v.push((
+            "seed-v6e".into(),
+            c.join("fixtures/seed-v6e/logdir/plugins/profile/testrun"),
+            o.join("seed-v6e"),
+        ));
+        for run in ["matmul", "mlp_train"] {
+            v.push((
+                format!("jax-cpu-{run}"),
+                c.join(format!("fixtures/jax-cpu/logdir/plugins/profile/{run}")),
+                o.join(format!("jax-cpu-{run}")),
+            ));
+        }
+    }
+    let w = workspace_root().join("fixtures");
+    for run in ["matmul", "mlp_steps"] {
+        v.push((
+            format!("own-{run}"),
+            w.join(format!("jax-cpu/logdir/plugins/profile/{run}")),
+            w.join(format!("oracle/{run}/converters")),
+        ));
+    }
+    v
+}
+
+pub fn host_files(run: &Path) -> (Vec<(String, PathBuf)>, Vec<PathBuf>) {
+    let mut hosts = Vec::new();
+    let mut hlo = Vec::new();
+    for e in std::fs::read_dir(run).expect("run dir").flatten() {
+        let p = e.path();
+        let n = p.file_name().unwrap().to_string_lossy().to_string();
+        if let Some(stem) = n.strip_suffix(".xplane.pb") {
+            hosts.push((stem.to_string(), p.clone()));
+        } else if n.ends_with(".hlo_proto.pb") {
+            hlo.push(p.clone());
+        }
+    }
+    hosts.sort();
+    hlo.sort();
+    (hosts, hlo)
+}
+
+pub fn load(run: &Path) -> LoadedRun {
+    let (hosts, hlo) = host_files(run);
+    xprof_views::load::load_hosts(&hosts, &hlo).expect("load")
+}
+
+/// XProf's output for `view`, `None` when this fixture's oracle does not include it.
+pub fn oracle_opt(dir: &Path, view: &str) -> Option<Value> {
+    dir.join(format!("{view}.json"))
+        .exists()
+        .then(|| oracle(dir, view))
+}
+
+pub fn oracle(dir: &Path, view: &str) -> Value {
+    let p = dir.join(format!("{view}.json"));
+    serde_json::from_str(
+        &std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
+    )
+    .expect("oracle json")
+}
+
+fn close(a: f64, b: f64) -> bool {
+    a == b || (a - b).abs() <= 1e-6 * a.abs().max(b.abs()).max(1e-300) || (a - b).abs() < 1e-9
+}
+
+/// Compare one value of ours with XProf's: numbers to relative 1e-6, else equal. A `null`
+/// of ours stands for an XProf placeholder 0 when the record explains it (`<key>_reason`).
+pub fn same(ours: &Value, theirs: &Value) -> bool {
+    match (ours, theirs) {
+        (Value::Number(a), Value::Number(b)) => close(a.as_f64().unwrap(), b.as_f64().unwrap()),
+        (a, b) => a == b,
+    }
+}
+
+/// Check a table against XProf's DataTable JSON (`{cols, rows: [{c: [{v}]}], p}`).
+pub fn assert_table(ctx: &str, ours: &Table, theirs: &Value) {
+    let cols: Vec<&str> = theirs["cols"]
+        .as_array()
+        .map(|a| a.iter().map(|c| c["id"].as_str().unwrap()).collect())
+        .unwrap_or_default();
+    assert_eq!(ours.columns, cols, "{ctx}: columns");
+    let rows = theirs["rows"].as_array().cloned().unwrap_or_default();
+    assert_eq!(ours.records.len(), rows.len(), "{ctx}: row count");
+    for (i, (r, row)) in ours.records.iter().zip(&rows).enumerate() {
+        for (j, col) in cols.iter().enumerate() {
+            let theirs = &row["c"][j]["v"];
+            let mine = r.get(*col).unwrap_or(&Value::Null);
+            if mine.is_null() && r.contains_key(&format!("{col}_reason")) {
+                assert!(
+                    theirs.as_f64() == Some(0.0) || theirs.is_null(),
+                    "{ctx}: row {i} {col}: placeholder where XProf prints {theirs}"
+                );
+                continue;
+            }
+            assert!(
+                same(mine, theirs),
+                "{ctx}: row {i} {col}: ours {mine} vs XProf {theirs}"
+            );
+        }
+    }
+    if let Some(p) = theirs["p"].as_object() {
+        for (k, v) in p {
+            let mine = ours.properties.get(k).unwrap_or(&Value::Null);
+            assert!(
+                same(mine, v),
+                "{ctx}: property {k}: ours {mine} vs XProf {v}"
+            );
+        }
+    }
+}
+
+/// Same columns, rows, row keys and text cells; numbers only where XProf's is 0 (a zero
+/// component must stay zero) — for captures whose timings differ from the oracle's.
+pub fn assert_table_structure(ctx: &str, ours: &Table, theirs: &Value) {
+    let cols: Vec<&str> = theirs["cols"]
+        .as_array()
+        .map(|a| a.iter().map(|c| c["id"].as_str().unwrap()).collect())
+        .unwrap_or_default();
+    assert_eq!(ours.columns, cols, "{ctx}: columns");
+    let rows = theirs["rows"].as_array().cloned().unwrap_or_default();
+    assert_eq!(ours.records.len(), rows.len(), "{ctx}: row count");
+    for (i, (r, row)) in ours.records.iter().zip(&rows).enumerate() {
+        for (j, col) in cols.iter().enumerate() {
+            let theirs = &row["c"][j]["v"];
+            let mine = r.get(*col).unwrap_or(&Value::Null);
+            if col.contains("ooltip") {
+                continue;
+            }
+            match theirs {
+                Value::Number(n) if n.as_f64() == Some(0.0) => {
+                    assert!(
+                        same(mine, theirs),
+                        "{ctx}: row {i} {col}: ours {mine}, XProf 0"
+                    )
+                }
+                Value::Number(_) => assert!(mine.is_number(), "{ctx}: row {i} {col}"),
+                _ => assert_eq!(mine, theirs, "{ctx}: row {i} {col}"),
+            }
+        }
+    }
+    if let Some(p) = theirs["p"].as_object() {
+        let keys: Vec<&String> = p.keys().collect();
+        let mut mine: Vec<&String> = ours.properties.keys().collect();
+        mine.retain(|k| p.contains_key(*k));
+        assert_eq!(mine.len(), keys.len(), "{ctx}: property keys");
+    }
+}

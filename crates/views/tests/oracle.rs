@@ -1,0 +1,153 @@
+//! Parity with XProf 2.24.2's converters on every capture that has reference outputs.
+
+mod common;
+
+/// Captures whose XProf reference was computed from a different recording than the shared
+/// file: the oracle's own trace viewer shows `train 0` lasting 111383.409 µs where the
+/// fixture's `host0.xplane.pb` (and its `host0.trace.json.gz`) record 90906.362 µs. Their
+/// step-timing numbers cannot agree; structure (steps, names, columns, zero components,
+/// properties that do not depend on timing) still must.
+const RECAPTURED: &[&str] = &["jax-cpu-mlp_train"];
+
+use common::*;
+
+#[test]
+fn framework_op_stats_equals_xprof() {
+    let mut n = 0;
+    for (name, run, oracle_dir) in oracle_fixtures() {
+        let r = load(&run);
+        let s = r.op_stats().expect("op stats");
+        let (with_idle, without_idle) = xprof_views::framework::framework_op_stats(&s);
+        let Some(o) = oracle_opt(&oracle_dir, "framework_op_stats") else {
+            continue;
+        };
+        assert_table(&format!("{name} with_idle"), &with_idle, &o[0]);
+        assert_table(&format!("{name} without_idle"), &without_idle, &o[1]);
+        n += 1;
+    }
+    assert!(n >= 2);
+}
+
+#[test]
+fn pod_viewer_equals_xprof() {
+    for (name, run, oracle_dir) in oracle_fixtures() {
+        let r = load(&run);
+        let s = r.op_stats().expect("op stats");
+        let ours = xprof_views::pod::pod_viewer(&s, &r.core_details());
+        let Some(theirs) = oracle_opt(&oracle_dir, "pod_viewer") else {
+            continue;
+        };
+        for k in ["diagnostics", "stepBreakdownEvents", "deviceType"] {
+            assert_eq!(ours[k], theirs[k], "{name}: {k}");
+        }
+        let mut bad = 0;
+        let a = ours["podStatsSequence"]["podStatsMap"].as_array().unwrap();
+        let b = theirs["podStatsSequence"]["podStatsMap"]
+            .as_array()
+            .unwrap();
+        assert_eq!(a.len(), b.len(), "{name}: steps");
+        for (x, y) in a.iter().zip(b) {
+            assert_eq!(x["stepNum"], y["stepNum"], "{name}");
+            let (pa, pb) = (
+                x["podStatsPerCore"].as_object().unwrap(),
+                y["podStatsPerCore"].as_object().unwrap(),
+            );
+            assert_eq!(
+                pa.keys().collect::<Vec<_>>(),
+                pb.keys().collect::<Vec<_>>(),
+                "{name}: cores"
+            );
+            for (core, rb) in pb {
+                let ra = &pa[core];
+                for (k, v) in rb.as_object().unwrap() {
+                    if RECAPTURED.contains(&name.as_str()) && k == "bottleneck" {
+                        let names = theirs["stepBreakdownEvents"].to_string();
+                        assert!(names.contains(&ra[k].to_string()), "{name} {k}");
+                        continue;
+                    }
+                    if RECAPTURED.contains(&name.as_str())
+                        && v.is_number()
+                        && v.as_f64() != Some(0.0)
+                    {
+                        // Timing: only presence and sign can be compared.
+                        assert!(ra[k].as_f64().is_some_and(|x| x > 0.0), "{name} {k}");
+                        continue;
+                    }
+                    if k == "stepBreakdownUs" {
+                        for (id, us) in v.as_object().unwrap() {
+                            let timing =
+                                RECAPTURED.contains(&name.as_str()) && us.as_f64() != Some(0.0);
+                            if timing {
+                                assert!(
+                                    ra[k][id].as_f64().is_some_and(|x| x > 0.0),
+                                    "{name} {k}.{id}"
+                                );
+                                continue;
+                            }
+                            if !same(&ra[k][id], us) {
+                                eprintln!(
+                                    "{name} step {} {k}.{id}: {} vs {us}",
+                                    x["stepNum"], ra[k][id]
+                                );
+                                bad += 1;
+                            }
+                        }
+                    } else if !same(&ra[k], v) {
+                        eprintln!(
+                            "{name} step {} core {core} {k}: {} vs {v}",
+                            x["stepNum"], ra[k]
+                        );
+                        bad += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(bad, 0, "{name}: pod viewer fields differ from XProf");
+    }
+}
+
+#[test]
+fn input_pipeline_equals_xprof() {
+    for (name, run, oracle_dir) in oracle_fixtures() {
+        let r = load(&run);
+        let s = r.op_stats().expect("op stats");
+        let ours = xprof_views::input_pipeline::input_pipeline(&s, &r.core_details());
+        let Some(theirs) = oracle_opt(&oracle_dir, "input_pipeline_analyzer") else {
+            continue;
+        };
+        let theirs = theirs.as_array().unwrap();
+        assert_eq!(ours.tables.len(), theirs.len(), "{name}");
+        for (i, (a, b)) in ours.tables.iter().zip(theirs).enumerate() {
+            if RECAPTURED.contains(&name.as_str()) && i == 1 {
+                assert_table_structure(&format!("{name} table {i}"), a, b);
+            } else {
+                assert_table(&format!("{name} table {i}"), a, b);
+            }
+        }
+    }
+}
+
+#[test]
+fn empty_views_are_empty_like_xprof() {
+    // The shared captures carry no GPU kernels, counters or DCN collectives: XProf's tables
+    // have no rows and neither do ours.
+    for (name, run, oracle_dir) in oracle_fixtures() {
+        let (hosts, _) = host_files(&run);
+        let raw = xprof_views::load::load_raw(&hosts).unwrap();
+        let pc = xprof_views::counters::perf_counters(&raw);
+        if !oracle_dir.join("perf_counters.json").exists() {
+            continue; // the project's own oracle has only some views
+        }
+        let o = oracle(&oracle_dir, "perf_counters");
+        assert_table(&format!("{name} perf_counters"), &pc, &o);
+        let uv = xprof_views::counters::utilization_viewer(&raw);
+        let o = oracle(&oracle_dir, "utilization_viewer");
+        assert_table(&format!("{name} utilization_viewer"), &uv, &o);
+        let ks = xprof_views::kernel::kernel_stats(&raw);
+        let o = oracle(&oracle_dir, "kernel_stats");
+        assert_table(&format!("{name} kernel_stats"), &ks.table(), &o);
+        let ms = xprof_views::megascale::megascale_stats(&raw[0].1);
+        let o = oracle(&oracle_dir, "megascale_stats");
+        assert_table(&format!("{name} megascale_stats"), &ms.table(), &o[0]);
+    }
+}
