@@ -335,5 +335,28 @@ mod tests {
             .sum();
         // Plain durations: modules 227277344 + ops 227262500.
         assert_eq!(total, 227277344 + 227262500);
+        // Overlap vs containment: a window inside the 2nd op only overlaps it.
+        let w = json!({"path": p, "plane_regex": "TPU", "line_regex": "^XLA Ops$",
+                       "start_time_ps": 81629481406i64 + 10, "end_time_ps": 81629481406i64 + 20});
+        assert_eq!(
+            call("list_xplane_events", w.clone()).unwrap()["total_matched"],
+            0
+        );
+        let mut o = w;
+        o["window_semantics"] = json!("overlap");
+        assert_eq!(call("list_xplane_events", o).unwrap()["total_matched"], 1);
+        let g = call(
+            "aggregate_xplane_events",
+            json!({"path": p, "plane_regex": "TPU", "group_by": "line"}),
+        )
+        .unwrap();
+        let lines: Vec<&str> = g["aggregates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["line"].as_str().unwrap())
+            .collect();
+        assert!(lines.contains(&"XLA Ops") && lines.contains(&"XLA Modules"));
+        assert!(g["aggregates"][0].get("event").is_none());
     }
 }

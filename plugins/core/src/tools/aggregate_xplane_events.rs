@@ -18,6 +18,31 @@ fn percentile(sorted: &[i64], q: f64) -> f64 {
     sorted[lo] as f64 + (sorted[hi] - sorted[lo]) as f64 * (pos - lo as f64)
 }
 
+/// `event,plane,line` → which keys group (at least one).
+fn group_keys(spec: &str) -> Result<(bool, bool, bool), ToolError> {
+    let (mut e, mut p, mut l) = (false, false, false);
+    for k in spec.split(',').map(str::trim).filter(|k| !k.is_empty()) {
+        match k {
+            "event" => e = true,
+            "plane" => p = true,
+            "line" => l = true,
+            // The spelling of an earlier version of this tool.
+            "event_plane_line" => (e, p, l) = (true, true, true),
+            other => {
+                return Err(
+                    ToolError::invalid(format!("unknown group_by key `{other}`"))
+                        .with_hint("use a comma-separated subset of: event, plane, line"),
+                );
+            }
+        }
+    }
+    if !(e || p || l) {
+        return Err(ToolError::invalid("group_by is empty")
+            .with_hint("use a comma-separated subset of: event, plane, line"));
+    }
+    Ok((e, p, l))
+}
+
 impl Tool for AggregateXplaneEvents {
     fn name(&self) -> &'static str {
         "aggregate_xplane_events"
@@ -27,16 +52,15 @@ impl Tool for AggregateXplaneEvents {
     }
     fn doc(&self) -> &'static str {
         "Groups the matching events of one host (same filters as list_xplane_events) by event \
-         name (or by event, plane and line with --group_by event_plane_line) and reports count, \
+         name (or any comma-separated subset of event, plane, line via --group_by) and reports count, \
          total/min/max duration (exact ps), mean, p50/p90/p99 and sample standard deviation, \
          sorted by total duration. Durations are the events' own (host clock)."
     }
     fn params(&self) -> Params {
         EventFilter::params(Params::new().capture().host())
-            .string_enum(
+            .string_default(
                 "group_by",
-                "Grouping key.",
-                &["event", "event_plane_line"],
+                "Grouping keys, comma-separated: event, plane, line (e.g. `event,plane,line`).",
                 "event",
             )
             .integer_min("top_n", "Groups returned.", Some(50), 1)
@@ -53,17 +77,20 @@ impl Tool for AggregateXplaneEvents {
     }
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let filter = EventFilter::from_call(call)?;
-        let by_line = call.str_or("group_by", "event")? == "event_plane_line";
+        let (by_event, by_plane, by_line) = group_keys(&call.str_or("group_by", "event")?)?;
         let top_n = call.usize_or("top_n", 50)?.max(1);
         let (s, idx, space) = one_host(call)?;
         let mut groups: HashMap<(String, String, String), Vec<i64>> = HashMap::new();
+        let mut matched = 0usize;
         filter.for_each(&space, |plane, line, _, name, _, _, dur| {
-            let key = if by_line {
-                (name.to_string(), plane.to_string(), line.to_string())
-            } else {
-                (name.to_string(), String::new(), String::new())
-            };
+            let pick = |on: bool, v: &str| if on { v.to_string() } else { String::new() };
+            let key = (
+                pick(by_event, name),
+                pick(by_plane, plane),
+                pick(by_line, line),
+            );
             groups.entry(key).or_default().push(dur);
+            matched += 1;
             true
         });
         let mut aggs: Vec<(i64, Value)> = groups
@@ -79,9 +106,13 @@ impl Tool for AggregateXplaneEvents {
                     0.0
                 };
                 let mut m = Map::new();
-                m.insert("event".into(), json!(name));
-                if by_line {
+                if by_event {
+                    m.insert("event".into(), json!(name));
+                }
+                if by_plane {
                     m.insert("plane".into(), json!(plane));
+                }
+                if by_line {
                     m.insert("line".into(), json!(line));
                 }
                 m.insert("count".into(), json!(d.len()));
@@ -96,13 +127,17 @@ impl Tool for AggregateXplaneEvents {
                 (total, Value::Object(m))
             })
             .collect();
+        // Deterministic order: total desc, then the group's keys.
         aggs.sort_by(|a, b| {
             b.0.cmp(&a.0)
-                .then_with(|| a.1["event"].as_str().cmp(&b.1["event"].as_str()))
+                .then_with(|| a.1.to_string().cmp(&b.1.to_string()))
         });
         let total = aggs.len();
         let mut body = Map::new();
         body.insert("total_event_types".into(), json!(total));
+        body.insert("total_matched".into(), json!(matched));
+        body.insert("returned".into(), json!(total.min(top_n)));
+        body.insert("truncated".into(), json!(total > top_n));
         body.insert("shown".into(), json!(total.min(top_n)));
         body.insert(
             "aggregates".into(),

@@ -17,6 +17,8 @@ pub struct EventFilter {
     pub end_ps: Option<i64>,
     pub min_dur: Option<i64>,
     pub max_dur: Option<i64>,
+    /// Window test: the event lies inside the window (`containment`) or touches it (`overlap`).
+    pub overlap: bool,
 }
 
 fn regex_arg(call: &Call, name: &str) -> Result<Regex, ToolError> {
@@ -37,6 +39,12 @@ impl EventFilter {
             .integer("end_time_ps", "Keep events ending at or before this absolute time (ps).", None)
             .integer_min("min_duration_ps", "Keep events at least this long.", None, 0)
             .integer_min("max_duration_ps", "Keep events at most this long.", None, 0)
+            .string_enum(
+                "window_semantics",
+                "How events relate to the time window: inside it (containment) or intersecting it (overlap).",
+                &["containment", "overlap"],
+                "containment",
+            )
     }
     pub fn from_call(call: &Call) -> Result<Self, ToolError> {
         let f = EventFilter {
@@ -47,6 +55,7 @@ impl EventFilter {
             end_ps: call.opt_i64("end_time_ps")?,
             min_dur: call.opt_i64("min_duration_ps")?,
             max_dur: call.opt_i64("max_duration_ps")?,
+            overlap: call.str_or("window_semantics", "containment")? == "overlap",
         };
         if let (Some(s), Some(e)) = (f.start_ps, f.end_ps)
             && e < s
@@ -85,8 +94,14 @@ impl EventFilter {
                     }
                     let (start, dur) = (e.start_ps(), e.duration_ps());
                     let end = start.saturating_add(dur);
-                    if self.start_ps.is_some_and(|s| start < s)
-                        || self.end_ps.is_some_and(|x| end > x)
+                    let outside = if self.overlap {
+                        self.start_ps.is_some_and(|s| end < s)
+                            || self.end_ps.is_some_and(|x| start > x)
+                    } else {
+                        self.start_ps.is_some_and(|s| start < s)
+                            || self.end_ps.is_some_and(|x| end > x)
+                    };
+                    if outside
                         || self.min_dur.is_some_and(|d| dur < d)
                         || self.max_dur.is_some_and(|d| dur > d)
                     {
@@ -133,7 +148,12 @@ impl Tool for ListXplaneEvents {
     }
     fn params(&self) -> Params {
         EventFilter::params(Params::new().capture().host())
-            .integer_min("max_events", "Maximum events returned.", Some(100), 0)
+            .integer_min(
+                "max_events",
+                "Maximum events returned (-1 = all).",
+                Some(100),
+                -1,
+            )
             .integer_min(
                 "offset",
                 "Skip this many matching events first.",
@@ -153,7 +173,16 @@ impl Tool for ListXplaneEvents {
     }
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let filter = EventFilter::from_call(call)?;
-        let max = call.usize_or("max_events", 100)?;
+        let max = match call.i64_or("max_events", 100)? {
+            -1 => usize::MAX,
+            n if n < 0 => {
+                return Err(ToolError::invalid(format!(
+                    "argument `max_events` must be >= -1, got {n}"
+                ))
+                .with_hint("pass --max_events N, or -1 for all events"));
+            }
+            n => n as usize,
+        };
         let skip = call.usize_or("offset", 0)?;
         let (s, idx, space) = one_host(call)?;
         let mut events = Vec::new();
