@@ -1,1 +1,381 @@
-//! smart suggestions.
+//! Smart suggestions (XProf `smart_suggestion/*.h`, `smart_suggestion_processor.cc`) and the
+//! host-boundness verdict of XProf's own CLI (`check_host_boundness`). Every suggestion cites
+//! the signal values behind it.
+
+use serde_json::{Map, Value, json};
+use xprof_opstats::OpStats;
+use xprof_opstats::format::one_digit;
+use xprof_opstats::opstats::HardwareType;
+
+use crate::input_pipeline::InputPipeline;
+use crate::table::safe_div;
+
+const HBM_LOW: f64 = 50.0;
+const HBM_HIGH: f64 = 70.0;
+const MXU_LOW: f64 = 50.0;
+const MXU_HIGH: f64 = 70.0;
+const INFEED_PCT: f64 = 10.0;
+const COLLECTIVE_BOUND: f64 = 30.0;
+const DATA_SHUFFLE_BOUND: f64 = 30.0;
+const DATA_TRANSFER_BOUND: f64 = 30.0;
+const HOST_PROCESSING_BOUND: f64 = 50.0;
+const TC_IDLE: f64 = 10.0;
+const ZERO_EPS: f64 = 1e-6;
+
+/// XProf's collective categories (`SignalProvider::IsCollective`).
+const COLLECTIVES: &[&str] = &[
+    "all-reduce",
+    "all-reduce fusion",
+    "all-reduce-scatter fusion",
+    "all-to-all",
+    "all-gather",
+    "all-gather-start",
+    "all-gather-done",
+    "all-gather fusion",
+    "reduce-scatter",
+    "collective-permute",
+    "collective-permute-done",
+    "collective-permute-start",
+    "megacore fusion",
+    "host recv",
+    "host recv-done",
+    "host send",
+    "host send-done",
+];
+
+/// XProf's data-shuffle categories (`SignalProvider::IsDataShuffle`).
+const DATA_SHUFFLE: &[&str] = &[
+    "broadcast",
+    "concatenate",
+    "data formatting",
+    "dynamic-slice",
+    "dynamic-update-slice",
+    "gather",
+    "pad",
+    "reverse",
+    "scatter",
+    "select",
+    "select-and-scatter",
+    "shuffle",
+    "slice",
+    "sort",
+];
+
+/// The signals the rules read. `xprof_*` are the values XProf's rules see (its overview's
+/// placeholders included); `measured_*` are ours.
+#[derive(Clone, Debug, Default)]
+pub struct Signals {
+    pub hardware_type: String,
+    /// XProf: overview `mxu_utilization_percent` (the host-plane stat, else 0).
+    pub xprof_mxu_percent: f64,
+    /// XProf: overview `memory_bw_utilization_relative_to_hw_limit_percent` (0 in open source).
+    pub xprof_hbm_percent: f64,
+    /// Ours: the device's FLOP rate as % of its peak (None without a device / peak).
+    pub measured_flops_percent: Option<f64>,
+    /// Ours: HBM bandwidth as % of peak.
+    pub measured_hbm_percent: Option<f64>,
+    pub input_percent: f64,
+    pub enqueue_percent_of_input: f64,
+    pub non_enqueue_percent_of_input: f64,
+    /// TPU: average TensorCore idle as % of step time; `None` off TPU (XProf cannot unpack a
+    /// TPU breakdown there and skips the rule).
+    pub tc_idle_percent: Option<f64>,
+    pub collective_percent: f64,
+    pub data_shuffle_percent: f64,
+    pub steps: usize,
+}
+
+/// Average over steps of (Σ self time of matching categories / Σ core step time).
+fn step_fraction_percent(s: &OpStats, pred: impl Fn(&str) -> bool) -> f64 {
+    let mut fr = Vec::new();
+    for step in &s.steps.steps {
+        let total: u64 = step.per_core.values().map(|c| c.duration_ps).sum();
+        if total == 0 {
+            continue;
+        }
+        let cat: u64 = step
+            .per_core
+            .values()
+            .flat_map(|c| c.category_ps.iter())
+            .filter(|(k, _)| pred(k))
+            .map(|(_, v)| *v)
+            .sum();
+        // XProf accumulates these as floats.
+        fr.push((cat as f32 / total as f32) as f64);
+    }
+    if fr.is_empty() {
+        0.0
+    } else {
+        100.0 * fr.iter().sum::<f64>() / fr.len() as f64
+    }
+}
+
+pub fn signals(s: &OpStats, ip: &InputPipeline) -> Signals {
+    let b = &ip.bottleneck;
+    let total_input = b.enqueue_us + b.non_enqueue_us;
+    let tpu = s.run_env.hardware_type == HardwareType::Tpu;
+    let (measured_flops, measured_hbm) = match (&s.perf_env, s.run_env.hardware_type) {
+        (Some(p), hw) if hw != HardwareType::CpuOnly && s.device_db.total_time_ps > 0 => {
+            let flops: f64 = s
+                .device_db
+                .metrics
+                .iter()
+                .filter(|m| m.occurrences > 0)
+                .map(|m| {
+                    if xprof_opstats::views::is_flops_placeholder(m) {
+                        m.event_flops as f64
+                    } else {
+                        m.flops as f64
+                    }
+                })
+                .sum();
+            let t_ns = s.device_db.total_time_ps as f64 / 1000.0;
+            let f = (p.peak_tflops > 0.0)
+                .then(|| 100.0 * safe_div(flops / t_ns, p.peak_tflops * 1000.0));
+            let h = xprof_opstats::views::roofline_utilization(s)
+                .map(|x| x.1)
+                .filter(|_| p.peak_bws_gbps[0] > 0.0);
+            (f, h)
+        }
+        _ => (None, None),
+    };
+    Signals {
+        hardware_type: s.run_env.hardware_type.as_str().to_string(),
+        xprof_mxu_percent: s.mxu_utilization_percent.unwrap_or(0.0),
+        xprof_hbm_percent: 0.0,
+        measured_flops_percent: measured_flops,
+        measured_hbm_percent: measured_hbm,
+        input_percent: b.input_percent,
+        enqueue_percent_of_input: if total_input == 0.0 {
+            0.0
+        } else {
+            100.0 * b.enqueue_us / total_input
+        },
+        non_enqueue_percent_of_input: if total_input == 0.0 {
+            0.0
+        } else {
+            100.0 * b.non_enqueue_us / total_input
+        },
+        tc_idle_percent: tpu.then(|| {
+            if b.step_time_ms_avg == 0.0 {
+                0.0
+            } else {
+                100.0 * b.tc_idle_ms_avg / b.step_time_ms_avg
+            }
+        }),
+        collective_percent: step_fraction_percent(s, |c| COLLECTIVES.contains(&c)),
+        data_shuffle_percent: step_fraction_percent(s, |c| DATA_SHUFFLE.contains(&c)),
+        steps: b.steps,
+    }
+}
+
+fn suggestion(rule: &str, source: &str, text: String, cites: Value) -> Value {
+    json!({"ruleName": rule, "source": source, "suggestionText": text, "signals": cites})
+}
+
+/// XProf's rules (on XProf's signal values) then ours (on measured values).
+pub fn smart_suggestions(sig: &Signals) -> Value {
+    let mut out = Vec::new();
+    let mxu = sig.xprof_mxu_percent;
+    let hbm = sig.xprof_hbm_percent;
+    if mxu > MXU_HIGH && hbm < HBM_LOW {
+        out.push(suggestion("ComputeBoundRule", "xprof", format!(
+            "Compute bound: MXU utilization {}% with HBM bandwidth utilization {}%. Reduce FLOPs (algorithmic changes, lower precision such as bf16/fp8) or improve MXU efficiency of the dominant ops.",
+            one_digit(mxu), one_digit(hbm)), json!({"mxu_utilization_percent": mxu, "hbm_utilization_percent": hbm})));
+    }
+    if hbm > HBM_HIGH && mxu < MXU_LOW {
+        out.push(suggestion("MemoryBoundRule", "xprof", format!(
+            "Memory bound: HBM bandwidth utilization {}% with MXU utilization {}%. Fuse memory-bound ops, reuse data on chip, or shrink activations (lower precision, rematerialisation).",
+            one_digit(hbm), one_digit(mxu)), json!({"mxu_utilization_percent": mxu, "hbm_utilization_percent": hbm})));
+    }
+    let input_bound = sig.input_percent > INFEED_PCT;
+    let input_cites = json!({
+        "input_percent_of_step_time": sig.input_percent,
+        "enqueue_percent_of_input": sig.enqueue_percent_of_input,
+        "non_enqueue_percent_of_input": sig.non_enqueue_percent_of_input,
+    });
+    if input_bound
+        && sig.non_enqueue_percent_of_input.abs() < ZERO_EPS
+        && sig.enqueue_percent_of_input.abs() < ZERO_EPS
+    {
+        out.push(suggestion("InputBoundRule", "xprof", format!(
+            "Input bound: {}% of the step time waits for input, and the host input pipeline could not be broken down (custom input framework?). Prefetch and parallelise input preparation, or overlap it with device steps.",
+            one_digit(sig.input_percent)), input_cites.clone()));
+    }
+    if input_bound && sig.enqueue_percent_of_input >= DATA_TRANSFER_BOUND {
+        out.push(suggestion("DataTransferBoundRule", "xprof", format!(
+            "Data transfer bound: {}% of the step time is input, {}% of it enqueuing data to the device. Send fewer, larger transfers and overlap them with compute.",
+            one_digit(sig.input_percent), one_digit(sig.enqueue_percent_of_input)), input_cites.clone()));
+    }
+    if input_bound && sig.non_enqueue_percent_of_input >= HOST_PROCESSING_BOUND {
+        out.push(suggestion("HostProcessingBoundRule", "xprof", format!(
+            "Host processing bound: {}% of the step time is input, {}% of it reading and preprocessing on the host. Parallelise and prefetch the input pipeline, or preprocess offline.",
+            one_digit(sig.input_percent), one_digit(sig.non_enqueue_percent_of_input)), input_cites));
+    }
+    if let Some(idle) = sig.tc_idle_percent
+        && mxu < MXU_LOW
+        && hbm < HBM_LOW
+        && idle > TC_IDLE
+    {
+        out.push(suggestion("TensorCoreIdleBoundRule", "xprof", format!(
+            "TensorCore idle: the TensorCore is idle {}% of the step time (not waiting for input). Reduce host overhead between steps: run several steps per call, avoid host synchronisation, dispatch asynchronously.",
+            one_digit(idle)), json!({"tensor_core_idle_percent": idle, "mxu_utilization_percent": mxu, "hbm_utilization_percent": hbm})));
+    }
+    if sig.collective_percent >= COLLECTIVE_BOUND {
+        out.push(suggestion("CollectiveBoundRule", "xprof", format!(
+            "Collective bound: collectives take {}% of the step time on average. Overlap them with compute (async collectives), reduce their size, or change the sharding.",
+            one_digit(sig.collective_percent)), json!({"avg_collective_percent_of_step": sig.collective_percent})));
+    }
+    if sig.data_shuffle_percent >= DATA_SHUFFLE_BOUND {
+        out.push(suggestion("DataShuffleBoundRule", "xprof", format!(
+            "Data shuffle bound: data movement ops (gather, scatter, slice, concatenate, pad, ...) take {}% of the step time on average. Fuse or eliminate them, or change layouts.",
+            one_digit(sig.data_shuffle_percent)), json!({"avg_data_shuffle_percent_of_step": sig.data_shuffle_percent})));
+    }
+    // Ours: the same compute/memory classification on measured utilisation, since XProf's
+    // open-source overview passes 0 for both.
+    if let (Some(f), Some(h)) = (sig.measured_flops_percent, sig.measured_hbm_percent) {
+        let cites = json!({"measured_flop_rate_percent_of_peak": f, "measured_hbm_bw_percent_of_peak": h});
+        if f > MXU_HIGH && h < HBM_LOW {
+            out.push(suggestion("MeasuredComputeBoundRule", "xprof-rs", format!(
+                "Compute bound (measured): the device runs at {}% of its peak FLOP rate while using {}% of its HBM bandwidth. Reduce FLOPs or raise MXU efficiency of the top ops.",
+                one_digit(f), one_digit(h)), cites));
+        } else if h > HBM_HIGH && f < MXU_LOW {
+            out.push(suggestion("MeasuredMemoryBoundRule", "xprof-rs", format!(
+                "Memory bound (measured): HBM bandwidth at {}% of peak while the FLOP rate is {}% of peak. Fuse memory-bound ops and cut bytes moved.",
+                one_digit(h), one_digit(f)), cites));
+        } else if f < MXU_LOW && h < HBM_LOW {
+            out.push(suggestion("MeasuredLatencyBoundRule", "xprof-rs", format!(
+                "Neither compute nor memory bound (measured): {}% of peak FLOP rate, {}% of peak HBM bandwidth over the profile. Look for idle time, small ops and host overhead (get_overview, get_input_pipeline).",
+                one_digit(f), one_digit(h)), cites));
+        }
+    }
+    json!({
+        "suggestions": out,
+        "signals": signals_json(sig),
+        "rules_not_evaluated": [
+            {"rule": "SparseCoreBoundRule", "reason": "needs SparseCore step breakdowns, which the engine does not build"},
+            {"rule": "SparseCoreOffloadRule", "reason": "needs SparseCore step breakdowns, which the engine does not build"},
+            {"rule": "BarrierCoresRule", "reason": "needs XProf's event-time-fraction analysis of `barrier-cores` events, not implemented"},
+            {"rule": "DebugPrintRule", "reason": "needs XProf's event-time-fraction analysis of `debug_print` events, not implemented"},
+        ],
+    })
+}
+
+fn signals_json(sig: &Signals) -> Value {
+    let mut m = Map::new();
+    m.insert("hardware_type".into(), json!(sig.hardware_type));
+    m.insert("steps".into(), json!(sig.steps));
+    m.insert("mxu_utilization_percent".into(), json!(sig.xprof_mxu_percent));
+    m.insert("hbm_utilization_percent".into(), json!(sig.xprof_hbm_percent));
+    m.insert("measured_flop_rate_percent_of_peak".into(), json!(sig.measured_flops_percent));
+    m.insert("measured_hbm_bw_percent_of_peak".into(), json!(sig.measured_hbm_percent));
+    m.insert("input_percent_of_step_time".into(), json!(sig.input_percent));
+    m.insert("enqueue_percent_of_input".into(), json!(sig.enqueue_percent_of_input));
+    m.insert("non_enqueue_percent_of_input".into(), json!(sig.non_enqueue_percent_of_input));
+    match sig.tc_idle_percent {
+        Some(v) => {
+            m.insert("tensor_core_idle_percent".into(), json!(v));
+        }
+        None => {
+            m.insert("tensor_core_idle_percent".into(), Value::Null);
+            m.insert(
+                "tensor_core_idle_percent_reason".into(),
+                json!("not a TPU capture: there is no TensorCore step breakdown"),
+            );
+        }
+    }
+    m.insert("avg_collective_percent_of_step".into(), json!(sig.collective_percent));
+    m.insert("avg_data_shuffle_percent_of_step".into(), json!(sig.data_shuffle_percent));
+    Value::Object(m)
+}
+
+/// Host-boundness verdict in the shape of XProf's CLI `check_host_boundness`: host bound when
+/// the device is idle > 10 % of the time, its MXU idle > 70 %, HBM bandwidth < 30 % and ICI
+/// < 30 %. `ici_percent` comes from the utilization viewer's counters when the capture has them.
+pub fn host_boundness(s: &OpStats, ip: &InputPipeline, ici_percent: Option<(f64, f64)>) -> Value {
+    let b = &ip.bottleneck;
+    if b.steps == 0 || b.step_time_ms_avg == 0.0 {
+        return json!({
+            "status": "INSUFFICIENT_DATA",
+            "reasons": ["The capture has no step markers XProf recognises (no Steps line, group_id stats or host step roots), so there is no step time to judge host boundness by."],
+            "recommendations": ["Capture with step annotations (jax.profiler.StepTraceAnnotation / tf.profiler.experimental.Trace with step_num) over several steps."],
+        });
+    }
+    let sig = signals(s, ip);
+    let device = s.run_env.hardware_type != HardwareType::CpuOnly;
+    let busy = s.duty_busy_ps as f64;
+    let idle = s.duty_idle_ps as f64;
+    let duty = if busy + idle > 0.0 {
+        Some(100.0 * busy / (busy + idle))
+    } else {
+        None
+    };
+    let cores = s.run_env.device_core_count.max(if device { 1 } else { 0 });
+    let total_ms: f64 = s
+        .steps
+        .complete_steps
+        .iter()
+        .map(|st| st.duration_ps() as f64 / 1e9)
+        .sum();
+    let mut m = Map::new();
+    let mut reasons_missing = Vec::new();
+    let put = |m: &mut Map<String, Value>, k: &str, v: Option<f64>, why: &str| match v {
+        Some(x) => {
+            m.insert(k.into(), json!(x));
+        }
+        None => {
+            m.insert(k.into(), Value::Null);
+            m.insert(format!("{k}_reason"), json!(why));
+        }
+    };
+    let no_dev = "CPU-only capture: there is no accelerator to measure";
+    put(&mut m, "tpu_duty_cycle_percent", duty, if device { "the device planes carry no op timeline to measure a duty cycle" } else { no_dev });
+    let idle_ratio = duty.map(|d| 100.0 - d);
+    put(&mut m, "idle_time_ratio_percent", idle_ratio, no_dev);
+    put(&mut m, "idle_to_active_compute_ratio", duty.map(|_| safe_div(idle, busy)), no_dev);
+    put(&mut m, "equivalent_idle_chips", idle_ratio.map(|r| r / 100.0 * cores as f64), no_dev);
+    let mxu_idle = sig.measured_flops_percent.map(|f| (100.0 - f).max(0.0));
+    put(&mut m, "mxu_idleness_percent", mxu_idle, if device { "the device has no peak FLOP rate stat" } else { no_dev });
+    put(&mut m, "hbm_bandwidth_utilization_percent", sig.measured_hbm_percent, if device { "the device has no peak HBM bandwidth stat" } else { no_dev });
+    let ici_why = "no ICI counters (utilization viewer) in this capture";
+    put(&mut m, "ici_read_utilization_percent", ici_percent.map(|x| x.0), ici_why);
+    put(&mut m, "ici_write_utilization_percent", ici_percent.map(|x| x.1), ici_why);
+    put(&mut m, "pure_idle_time_ms", idle_ratio.map(|r| r / 100.0 * total_ms), no_dev);
+    m.insert("total_duration_ms".into(), json!(total_ms));
+    m.insert("number_of_steps".into(), json!(b.steps));
+    m.insert("core_count".into(), json!(cores));
+    // The gate.
+    let mut failed = Vec::new();
+    let mut passed = Vec::new();
+    let mut check = |name: &str, v: Option<f64>, ok: fn(f64) -> bool, cond: &str| match v {
+        None => reasons_missing.push(format!("- {name} is unknown ({cond} cannot be checked).")),
+        Some(x) if ok(x) => passed.push(format!("- {name} ({}%) {cond}.", one_digit(x))),
+        Some(x) => failed.push(format!("- {name} ({}%) does not satisfy {cond}.", one_digit(x))),
+    };
+    check("Idle time ratio", idle_ratio, |x| x > 10.0, "> 10%");
+    check("MXU idleness", mxu_idle, |x| x > 70.0, "> 70%");
+    check("HBM bandwidth utilization", sig.measured_hbm_percent, |x| x < 30.0, "< 30%");
+    let ici_max = ici_percent.map(|(r, w)| r.max(w));
+    check("ICI utilization", ici_max, |x| x < 30.0, "< 30%");
+    let (status, mut reasons, recs): (&str, Vec<String>, Vec<&str>) = if !failed.is_empty() {
+        let mut r = vec!["Workload is not host-bound. One or more host-bound condition thresholds were not met:".to_string()];
+        r.extend(failed);
+        ("NOT_HOST_BOUND", r, vec![])
+    } else if !reasons_missing.is_empty() {
+        let mut r = vec!["Host boundness cannot be decided: the conditions that could be checked hold, but some signals are missing:".to_string()];
+        r.extend(passed);
+        r.extend(reasons_missing.clone());
+        ("UNKNOWN", r, vec![])
+    } else {
+        let mut r = vec!["Workload is host-bound: the device is mostly idle while compute, memory and interconnect are lightly used:".to_string()];
+        r.extend(passed);
+        ("HOST_BOUND", r, vec![
+            "Reduce host work between device steps: run several steps per call, prefetch input, avoid host synchronisation (block_until_ready, .item()) inside the loop.",
+            "Check get_input_pipeline for input stalls and get_overview for the idle share.",
+        ])
+    };
+    if status == "NOT_HOST_BOUND" && !reasons_missing.is_empty() {
+        reasons.extend(reasons_missing);
+    }
+    json!({"status": status, "metrics": m, "reasons": reasons, "recommendations": recs})
+}

@@ -1,0 +1,83 @@
+use serde_json::{Map, Value, json};
+use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
+
+use super::get_pod_viewer::{load_run, views_error};
+use crate::common::{session, with_capture};
+
+pub struct CheckHostBoundness;
+register_tool!(CheckHostBoundness);
+
+impl Tool for CheckHostBoundness {
+    fn name(&self) -> &'static str {
+        "check_host_boundness"
+    }
+    fn summary(&self) -> &'static str {
+        "Verdict: is the workload host-bound? With the numbers behind it (XProf CLI check_host_boundness)"
+    }
+    fn doc(&self) -> &'static str {
+        "The host-boundness gate of XProf's own CLI: HOST_BOUND when the device is idle more than \
+         10 % of the time, its MXU idle more than 70 % (100 − measured FLOP rate as % of peak), \
+         HBM bandwidth below 30 % of peak and ICI below 30 % (from counter samples when the \
+         capture has them). Any condition that fails gives NOT_HOST_BOUND; conditions that \
+         cannot be measured (CPU captures, no counters) give UNKNOWN rather than a guess. \
+         Without step markers: INSUFFICIENT_DATA. `reasons` cite every number checked."
+    }
+    fn params(&self) -> Params {
+        Params::new().capture().host()
+    }
+    fn output(&self) -> &'static str {
+        "{capture, run, status: HOST_BOUND|NOT_HOST_BOUND|UNKNOWN|INSUFFICIENT_DATA, metrics: {tpu_duty_cycle_percent, idle_time_ratio_percent, idle_to_active_compute_ratio, equivalent_idle_chips, mxu_idleness_percent, hbm_bandwidth_utilization_percent, ici_read_utilization_percent, ici_write_utilization_percent, pure_idle_time_ms, total_duration_ms, number_of_steps, core_count}, reasons, recommendations}"
+    }
+    fn examples(&self) -> Vec<Example> {
+        vec![
+            Example::new(
+                "A CPU training capture with steps",
+                json!({"path": "${CORPUS}/fixtures/jax-cpu/logdir", "run": "mlp_train"}),
+            )
+            .expect(&["status", "metrics", "reasons"]),
+            Example::new(
+                "No step markers: INSUFFICIENT_DATA",
+                json!({"path": "${CORPUS}/fixtures/seed-v6e/logdir"}),
+            )
+            .expect(&["status", "reasons"]),
+        ]
+    }
+    fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
+        let s = session(call)?;
+        let (run, used) = load_run(call, &s)?;
+        let st = run
+            .op_stats()
+            .ok_or_else(|| ToolError::internal("no host selected"))?;
+        let ip = xprof_views::input_pipeline::input_pipeline(&st, &run.core_details());
+        // ICI utilisation from counter samples, when the capture has them.
+        let raw: Vec<(String, xprof_proto::xplane::XSpace)> = if st.run_env.device_type.contains("TPU") {
+            run.hosts
+                .iter()
+                .map(|h| Ok((h.name.clone(), xprof_views::load::read_raw(&h.path)?)))
+                .collect::<Result<_, _>>()
+                .map_err(views_error)?
+        } else {
+            Vec::new()
+        };
+        let ici = ici_percent(&xprof_views::counters::utilization_viewer(&raw));
+        let body = match xprof_views::suggestions::host_boundness(&st, &ip, ici) {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+        Ok(with_capture(&s, &used, &run.warnings, body).into())
+    }
+}
+
+/// Σ achieved / Σ peak of the utilization viewer's ICI rows, as (read %, write %).
+fn ici_percent(t: &xprof_views::table::Table) -> Option<(f64, f64)> {
+    let sum = |name: &str| {
+        let rows: Vec<_> = t.records.iter().filter(|r| r["name"] == json!(name)).collect();
+        if rows.is_empty() {
+            return None;
+        }
+        let a: f64 = rows.iter().filter_map(|r| r["achieved"].as_f64()).sum();
+        let p: f64 = rows.iter().filter_map(|r| r["peak"].as_f64()).sum();
+        (p > 0.0).then(|| 100.0 * a / p)
+    };
+    Some((sum("ICI (Read)")?, sum("ICI (Write)")?))
+}

@@ -1,0 +1,107 @@
+use serde_json::{Map, json};
+use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
+
+use super::get_pod_viewer::{STEP_FLAGS, load_run, no_data_with};
+use crate::common::{session, with_capture};
+
+pub struct GetInputPipeline;
+register_tool!(GetInputPipeline);
+
+const TABLE_NAMES: [&str; 5] = [
+    "max_infeed_core",
+    "step_time",
+    "host_input_ops",
+    "recommendations",
+    "diagnostics",
+];
+
+impl Tool for GetInputPipeline {
+    fn name(&self) -> &'static str {
+        "get_input_pipeline"
+    }
+    fn aliases(&self) -> &'static [&'static str] {
+        &["input_pipeline_analyzer"]
+    }
+    fn summary(&self) -> &'static str {
+        "Is the program input-bound? Step-time breakdown and host input ops (XProf input_pipeline_analyzer)"
+    }
+    fn doc(&self) -> &'static str {
+        "XProf's input pipeline analyzer over the complete steps of all hosts (or --host): the \
+         per-step breakdown (TPU: TensorCore compute / infeed / outfeed / idle / host transfer; \
+         GPU and CPU: XProf's nine generic components), step-time statistics, XProf's bottleneck \
+         conclusion (input %, classification and statement), the host input ops (tf.data \
+         iterators, enqueue) by category, the fixed tf.data recommendations and the diagnostics. \
+         Tables are XProf's, as records keyed by column id; `bottleneck` repeats the numbers the \
+         conclusion is based on. Without step markers and host input ops the answer is \
+         `no_data` (XProf's tables still included)."
+    }
+    fn params(&self) -> Params {
+        Params::new()
+            .capture()
+            .host()
+            .integer_min("limit", "Maximum rows per table (0 = all).", Some(30), 0)
+    }
+    fn output(&self) -> &'static str {
+        "{capture, run, hardware_type, bottleneck: {steps, input_percent, output_percent, idle_percent, compute_percent, input_classification, input_statement, step_time_ms_avg}, tables: {max_infeed_core, step_time, host_input_ops, recommendations, diagnostics}}"
+    }
+    fn examples(&self) -> Vec<Example> {
+        vec![
+            Example::new(
+                "Input-pipeline analysis of the bundled 5-step MLP capture",
+                json!({"path": "${FIXTURES}/jax-cpu/logdir", "run": "mlp_steps"}),
+            )
+            .expect(&["bottleneck", "tables"]),
+            Example::new(
+                "A CPU training capture with 10 steps",
+                json!({"path": "${CORPUS}/fixtures/jax-cpu/logdir", "run": "mlp_train", "limit": 5}),
+            )
+            .expect(&["bottleneck", "tables"]),
+        ]
+    }
+    fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
+        let limit = call.usize_or("limit", 30)?;
+        let s = session(call)?;
+        let (run, used) = load_run(call, &s)?;
+        let st = run
+            .op_stats()
+            .ok_or_else(|| ToolError::internal("no host selected"))?;
+        let ip = xprof_views::input_pipeline::input_pipeline(&st, &run.core_details());
+        let b = &ip.bottleneck;
+        let mut body = Map::new();
+        body.insert("hardware_type".into(), json!(ip.hardware_type.as_str()));
+        body.insert(
+            "bottleneck".into(),
+            json!({
+                "steps": b.steps,
+                "step_time_ms_avg": b.step_time_ms_avg,
+                "input_percent": b.input_percent,
+                "output_percent": b.output_percent,
+                "idle_percent": b.idle_percent,
+                "compute_percent": b.compute_percent,
+                "all_other_percent": b.all_other_percent,
+                "kernel_launch_percent": b.kernel_launch_percent,
+                "device_collectives_percent": b.device_collectives_percent,
+                "input_classification": b.input_classification,
+                "input_statement": b.input_statement,
+            }),
+        );
+        let tables: Map<String, serde_json::Value> = TABLE_NAMES
+            .iter()
+            .zip(&ip.tables)
+            .map(|(n, t)| (n.to_string(), t.to_json(limit)))
+            .collect();
+        body.insert("tables".into(), serde_json::Value::Object(tables));
+        let host_ops = ip.tables.get(2).is_some_and(|t| !t.records.is_empty());
+        if b.steps == 0 && !host_ops {
+            return Ok(no_data_with(
+                &s,
+                &used,
+                &run.warnings,
+                "no step markers (no `Steps` line, `group_id` stats or host `_r` step roots) and no host input-pipeline ops (tf.data iterators, infeed enqueue)",
+                STEP_FLAGS,
+                body,
+            ));
+        }
+        Ok(with_capture(&s, &used, &run.warnings, body).into())
+    }
+}

@@ -1,0 +1,60 @@
+use serde_json::{Map, Value, json};
+use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
+
+use super::get_pod_viewer::load_run;
+use crate::common::{session, with_capture};
+
+pub struct GetSmartSuggestions;
+register_tool!(GetSmartSuggestions);
+
+impl Tool for GetSmartSuggestions {
+    fn name(&self) -> &'static str {
+        "get_smart_suggestions"
+    }
+    fn aliases(&self) -> &'static [&'static str] {
+        &["smart_suggestion"]
+    }
+    fn summary(&self) -> &'static str {
+        "Bottleneck suggestions from XProf's rules plus ours, each citing its numbers (XProf smart_suggestion)"
+    }
+    fn doc(&self) -> &'static str {
+        "XProf's smart-suggestion rules evaluated on the signals XProf's own rules read (overview \
+         MXU/HBM utilization — XProf's open-source placeholders included —, input-pipeline \
+         input %, enqueue vs host-processing split, TensorCore idle %, average collective and \
+         data-shuffle share of step time): ComputeBound, MemoryBound, InputBound, \
+         DataTransferBound, HostProcessingBound, TensorCoreIdleBound, CollectiveBound, \
+         DataShuffleBound (`source: xprof`), then ours on measured utilization \
+         (`source: xprof-rs`). Every suggestion lists the signal values behind it; `signals` \
+         holds them all and `rules_not_evaluated` the rules this capture cannot feed. \
+         `suggestions` is always present ([] when none fires)."
+    }
+    fn params(&self) -> Params {
+        Params::new().capture().host()
+    }
+    fn output(&self) -> &'static str {
+        "{capture, run, suggestions: [{ruleName, source, suggestionText, signals}], signals, rules_not_evaluated}"
+    }
+    fn examples(&self) -> Vec<Example> {
+        vec![
+            Example::new(
+                "Suggestions for the shared TPU v6e capture",
+                json!({"path": "${CORPUS}/fixtures/seed-v6e/logdir"}),
+            )
+            .expect(&["suggestions", "signals"]),
+        ]
+    }
+    fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
+        let s = session(call)?;
+        let (run, used) = load_run(call, &s)?;
+        let st = run
+            .op_stats()
+            .ok_or_else(|| ToolError::internal("no host selected"))?;
+        let ip = xprof_views::input_pipeline::input_pipeline(&st, &run.core_details());
+        let sig = xprof_views::suggestions::signals(&st, &ip);
+        let body = match xprof_views::suggestions::smart_suggestions(&sig) {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+        Ok(with_capture(&s, &used, &run.warnings, body).into())
+    }
+}
