@@ -284,6 +284,24 @@ impl<'a> ReaderResolver<'a> {
     }
 }
 
+/// Lines of a TPU plane the engine reads; the rest (LLO bundles, TraceMe, counters) can hold
+/// most of a capture's events and are skipped.
+fn engine_reads_line(plane: &str, line: &str) -> bool {
+    if !plane.starts_with("/device:TPU:") {
+        return true;
+    }
+    matches!(
+        line,
+        "XLA Ops"
+            | "XLA Modules"
+            | "Steps"
+            | "Framework Ops"
+            | "Sparse Core Ops"
+            | "Sparse Core Modules"
+            | "Sparse Core Steps"
+    )
+}
+
 /// Convert one plane read by the lazy reader.
 pub fn plane_from_reader(p: xprof_xspace::Plane<'_>) -> Plane {
     let mut r = ReaderResolver::new(p);
@@ -313,6 +331,7 @@ pub fn plane_from_reader(p: xprof_xspace::Plane<'_>) -> Plane {
     metadata.push(EventMetadata::default());
     let lines = p
         .lines()
+        .filter(|l| engine_reads_line(p.name(), l.name()))
         .map(|l| Line {
             id: l.id(),
             name: l.name().to_string(),

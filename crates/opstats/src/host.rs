@@ -17,8 +17,25 @@ fn is_derived_line(id: i64) -> bool {
     (10_000..20_000).contains(&id)
 }
 
+/// Per event metadata: the framework op its name parses to, if any (parsed once per plane).
+fn named_framework_ops(plane: &Plane) -> Vec<Option<(String, String)>> {
+    plane
+        .metadata
+        .iter()
+        .map(|md| {
+            let t = parse_tf_op(&md.name);
+            (!md.name.is_empty() && t.category != TfOpCategory::Unknown)
+                .then(|| (t.name.to_string(), t.kind.to_string()))
+        })
+        .collect()
+}
+
 /// One line's framework ops: `(name, type, eager)` activities nested by time.
-fn framework_line_db(plane: &Plane, line: &Line) -> Option<OpMetricsDb> {
+fn framework_line_db(
+    plane: &Plane,
+    line: &Line,
+    named: &[Option<(String, String)>],
+) -> Option<OpMetricsDb> {
     struct Act {
         ts: i64,
         id: u32,
@@ -30,7 +47,6 @@ fn framework_line_db(plane: &Plane, line: &Line) -> Option<OpMetricsDb> {
     let mut acts: Vec<Act> = Vec::new();
     let mut next_id = 0u32;
     for e in &line.events {
-        let md = plane.meta(e);
         let mut push = |name: &str, kind: &str, eager: bool| {
             next_id += 1;
             acts.push(Act {
@@ -50,12 +66,9 @@ fn framework_line_db(plane: &Plane, line: &Line) -> Option<OpMetricsDb> {
                 eager,
             });
         };
-        if !md.name.is_empty() {
-            let t = parse_tf_op(&md.name);
-            if t.category != TfOpCategory::Unknown {
-                let eager = e.stats.i64(StatKey::IsEager).unwrap_or(0) != 0;
-                push(t.name, t.kind, eager);
-            }
+        if let Some(Some((name, kind))) = named.get(e.metadata as usize) {
+            let eager = e.stats.i64(StatKey::IsEager).unwrap_or(0) != 0;
+            push(name, kind, eager);
         }
         if let Some(full) = e.stats.str(StatKey::TfOp).filter(|s| !s.is_empty()) {
             let t = parse_tf_op(full);
@@ -103,9 +116,10 @@ fn framework_line_db(plane: &Plane, line: &Line) -> Option<OpMetricsDb> {
 
 /// XProf's host framework-op database: per line, then combined.
 pub fn framework_op_db(plane: &Plane) -> OpMetricsDb {
+    let named = named_framework_ops(plane);
     let mut c = DbCombiner::new();
     for line in plane.lines.iter().filter(|l| !is_derived_line(l.id)) {
-        if let Some(db) = framework_line_db(plane, line) {
+        if let Some(db) = framework_line_db(plane, line, &named) {
             c.combine(&db, false);
         }
     }

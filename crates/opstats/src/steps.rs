@@ -188,12 +188,23 @@ pub struct HostGroups {
 }
 
 pub fn group_host_events(plane: &Plane) -> HostGroups {
-    let n_lines = plane.lines.len();
     let mut event_group: Vec<Vec<Option<i64>>> = plane
         .lines
         .iter()
         .map(|l| vec![None; l.events.len()])
         .collect();
+    let mut roots: Vec<(usize, usize)> = Vec::new();
+    for (li, line) in plane.lines.iter().enumerate() {
+        for (ei, e) in line.events.iter().enumerate() {
+            if e.stats.i64(StatKey::IsRoot).is_some_and(|v| v > 0) {
+                roots.push((li, ei));
+            }
+        }
+    }
+    // Most captures have no roots: skip building the event forest.
+    if roots.is_empty() {
+        return HostGroups { event_group, roots };
+    }
     // Children on the same line (direct nesting).
     let mut children: Vec<Vec<Vec<usize>>> = plane
         .lines
@@ -226,6 +237,7 @@ pub fn group_host_events(plane: &Plane) -> HostGroups {
     }
     // Consumers by (type, id).
     let mut consumers: HashMap<(u64, u64), Vec<(usize, usize)>> = HashMap::new();
+    let mut producers: HashMap<(u64, u64), usize> = HashMap::new();
     for (li, line) in plane.lines.iter().enumerate() {
         for (ei, e) in line.events.iter().enumerate() {
             if let (Some(t), Some(id)) = (
@@ -234,17 +246,34 @@ pub fn group_host_events(plane: &Plane) -> HostGroups {
             ) {
                 consumers.entry((t, id)).or_default().push((li, ei));
             }
-        }
-    }
-    let mut roots: Vec<(usize, usize)> = Vec::new();
-    for (li, line) in plane.lines.iter().enumerate() {
-        for (ei, e) in line.events.iter().enumerate() {
-            if e.stats.i64(StatKey::IsRoot).is_some_and(|v| v > 0) {
-                roots.push((li, ei));
+            if let (Some(t), Some(id)) = (
+                e.stats.u64(StatKey::ProducerType),
+                e.stats.u64(StatKey::ProducerId),
+            ) {
+                *producers.entry((t, id)).or_default() += 1;
             }
         }
     }
-    roots.sort_by_key(|&(li, ei)| (plane.lines[li].events[ei].start_ps, li, ei));
+    // XProf does not link a context with 64+ producers and 64+ consumers (an id reused by
+    // unrelated events).
+    consumers.retain(|k, c| !(c.len() >= 64 && producers.get(k).is_some_and(|&n| n >= 64)));
+    // Higher root levels group first; within a level, earlier roots first.
+    let level = |&(li, ei): &(usize, usize)| {
+        plane.lines[li].events[ei]
+            .stats
+            .i64(StatKey::IsRoot)
+            .unwrap_or(1)
+    };
+    roots.sort_by(|a, b| {
+        level(b)
+            .cmp(&level(a))
+            .then_with(|| {
+                plane.lines[a.0].events[a.1]
+                    .start_ps
+                    .cmp(&plane.lines[b.0].events[b.1].start_ps)
+            })
+            .then(a.cmp(b))
+    });
     let mut kept_roots = Vec::new();
     for &(li, ei) in &roots {
         if event_group[li][ei].is_some() {
@@ -269,7 +298,6 @@ pub fn group_host_events(plane: &Plane) -> HostGroups {
             }
         }
     }
-    debug_assert_eq!(event_group.len(), n_lines);
     HostGroups {
         event_group,
         roots: kept_roots,

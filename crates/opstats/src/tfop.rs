@@ -69,7 +69,9 @@ fn derive_op_type(full: &str) -> &str {
 }
 
 fn memcpy(name: &str) -> Option<TfOpCategory> {
-    let l = name.to_ascii_lowercase();
+    let starts = |p: &str| {
+        name.len() >= p.len() && name.as_bytes()[..p.len()].eq_ignore_ascii_case(p.as_bytes())
+    };
     [
         ("memcpyhtod", TfOpCategory::MemcpyHToD),
         ("memcpydtoh", TfOpCategory::MemcpyDToH),
@@ -77,7 +79,7 @@ fn memcpy(name: &str) -> Option<TfOpCategory> {
         ("memcpyhtoh", TfOpCategory::MemcpyHToH),
     ]
     .into_iter()
-    .find(|(p, _)| l.starts_with(p))
+    .find(|(p, _)| starts(p))
     .map(|(_, c)| c)
 }
 
