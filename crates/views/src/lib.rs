@@ -26,7 +26,7 @@
 //! read fields by name. Where XProf prints a placeholder 0 we print `null` with
 //! `<field>_reason` (and `<field>_measured` when we can compute it).
 
-mod counter_ids;
+pub mod counter_ids;
 pub mod counters;
 pub mod framework;
 pub mod input_pipeline;

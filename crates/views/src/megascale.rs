@@ -241,17 +241,21 @@ fn index_modules(protos: &[(Option<u64>, HloProto)]) -> ModuleIndex {
     out
 }
 
-/// HLO protos embedded in `/host:metadata` (event metadata stat `hlo_proto`), with their
-/// program ids (the metadata id).
+/// HLO protos embedded in `/host:metadata` (event metadata stat `Hlo Proto`), with their
+/// program ids (stat `program_id`, else the metadata id).
 pub fn embedded_hlo(space: &XSpace) -> Vec<(Option<u64>, HloProto)> {
     let mut out = Vec::new();
     for plane in space.planes.iter().filter(|p| p.name == "/host:metadata") {
         let ps = PlaneStats::new(plane);
         for (id, md) in &plane.event_metadata {
-            if let Some(b) = ps.find(&md.stats, "hlo_proto").and_then(bytes_of)
+            if let Some(b) = ps.find(&md.stats, "Hlo Proto").and_then(bytes_of)
                 && let Ok(h) = xprof_proto::decode_hlo_proto(b)
             {
-                out.push((Some(*id as u64), h));
+                let pid = ps
+                    .find(&md.stats, "program_id")
+                    .and_then(crate::xstat::uint_of)
+                    .unwrap_or(*id as u64);
+                out.push((Some(pid), h));
             }
         }
     }

@@ -234,7 +234,8 @@ pub fn smart_suggestions(sig: &Signals) -> Value {
     // Ours: the same compute/memory classification on measured utilisation, since XProf's
     // open-source overview passes 0 for both.
     if let (Some(f), Some(h)) = (sig.measured_flops_percent, sig.measured_hbm_percent) {
-        let cites = json!({"measured_flop_rate_percent_of_peak": f, "measured_hbm_bw_percent_of_peak": h});
+        let cites =
+            json!({"measured_flop_rate_percent_of_peak": f, "measured_hbm_bw_percent_of_peak": h});
         if f > MXU_HIGH && h < HBM_LOW {
             out.push(suggestion("MeasuredComputeBoundRule", "xprof-rs", format!(
                 "Compute bound (measured): the device runs at {}% of its peak FLOP rate while using {}% of its HBM bandwidth. Reduce FLOPs or raise MXU efficiency of the top ops.",
@@ -265,13 +266,34 @@ fn signals_json(sig: &Signals) -> Value {
     let mut m = Map::new();
     m.insert("hardware_type".into(), json!(sig.hardware_type));
     m.insert("steps".into(), json!(sig.steps));
-    m.insert("mxu_utilization_percent".into(), json!(sig.xprof_mxu_percent));
-    m.insert("hbm_utilization_percent".into(), json!(sig.xprof_hbm_percent));
-    m.insert("measured_flop_rate_percent_of_peak".into(), json!(sig.measured_flops_percent));
-    m.insert("measured_hbm_bw_percent_of_peak".into(), json!(sig.measured_hbm_percent));
-    m.insert("input_percent_of_step_time".into(), json!(sig.input_percent));
-    m.insert("enqueue_percent_of_input".into(), json!(sig.enqueue_percent_of_input));
-    m.insert("non_enqueue_percent_of_input".into(), json!(sig.non_enqueue_percent_of_input));
+    m.insert(
+        "mxu_utilization_percent".into(),
+        json!(sig.xprof_mxu_percent),
+    );
+    m.insert(
+        "hbm_utilization_percent".into(),
+        json!(sig.xprof_hbm_percent),
+    );
+    m.insert(
+        "measured_flop_rate_percent_of_peak".into(),
+        json!(sig.measured_flops_percent),
+    );
+    m.insert(
+        "measured_hbm_bw_percent_of_peak".into(),
+        json!(sig.measured_hbm_percent),
+    );
+    m.insert(
+        "input_percent_of_step_time".into(),
+        json!(sig.input_percent),
+    );
+    m.insert(
+        "enqueue_percent_of_input".into(),
+        json!(sig.enqueue_percent_of_input),
+    );
+    m.insert(
+        "non_enqueue_percent_of_input".into(),
+        json!(sig.non_enqueue_percent_of_input),
+    );
     match sig.tc_idle_percent {
         Some(v) => {
             m.insert("tensor_core_idle_percent".into(), json!(v));
@@ -284,8 +306,14 @@ fn signals_json(sig: &Signals) -> Value {
             );
         }
     }
-    m.insert("avg_collective_percent_of_step".into(), json!(sig.collective_percent));
-    m.insert("avg_data_shuffle_percent_of_step".into(), json!(sig.data_shuffle_percent));
+    m.insert(
+        "avg_collective_percent_of_step".into(),
+        json!(sig.collective_percent),
+    );
+    m.insert(
+        "avg_data_shuffle_percent_of_step".into(),
+        json!(sig.data_shuffle_percent),
+    );
     Value::Object(m)
 }
 
@@ -329,18 +357,70 @@ pub fn host_boundness(s: &OpStats, ip: &InputPipeline, ici_percent: Option<(f64,
         }
     };
     let no_dev = "CPU-only capture: there is no accelerator to measure";
-    put(&mut m, "tpu_duty_cycle_percent", duty, if device { "the device planes carry no op timeline to measure a duty cycle" } else { no_dev });
+    put(
+        &mut m,
+        "tpu_duty_cycle_percent",
+        duty,
+        if device {
+            "the device planes carry no op timeline to measure a duty cycle"
+        } else {
+            no_dev
+        },
+    );
     let idle_ratio = duty.map(|d| 100.0 - d);
     put(&mut m, "idle_time_ratio_percent", idle_ratio, no_dev);
-    put(&mut m, "idle_to_active_compute_ratio", duty.map(|_| safe_div(idle, busy)), no_dev);
-    put(&mut m, "equivalent_idle_chips", idle_ratio.map(|r| r / 100.0 * cores as f64), no_dev);
+    put(
+        &mut m,
+        "idle_to_active_compute_ratio",
+        duty.map(|_| safe_div(idle, busy)),
+        no_dev,
+    );
+    put(
+        &mut m,
+        "equivalent_idle_chips",
+        idle_ratio.map(|r| r / 100.0 * cores as f64),
+        no_dev,
+    );
     let mxu_idle = sig.measured_flops_percent.map(|f| (100.0 - f).max(0.0));
-    put(&mut m, "mxu_idleness_percent", mxu_idle, if device { "the device has no peak FLOP rate stat" } else { no_dev });
-    put(&mut m, "hbm_bandwidth_utilization_percent", sig.measured_hbm_percent, if device { "the device has no peak HBM bandwidth stat" } else { no_dev });
+    put(
+        &mut m,
+        "mxu_idleness_percent",
+        mxu_idle,
+        if device {
+            "the device has no peak FLOP rate stat"
+        } else {
+            no_dev
+        },
+    );
+    put(
+        &mut m,
+        "hbm_bandwidth_utilization_percent",
+        sig.measured_hbm_percent,
+        if device {
+            "the device has no peak HBM bandwidth stat"
+        } else {
+            no_dev
+        },
+    );
     let ici_why = "no ICI counters (utilization viewer) in this capture";
-    put(&mut m, "ici_read_utilization_percent", ici_percent.map(|x| x.0), ici_why);
-    put(&mut m, "ici_write_utilization_percent", ici_percent.map(|x| x.1), ici_why);
-    put(&mut m, "pure_idle_time_ms", idle_ratio.map(|r| r / 100.0 * total_ms), no_dev);
+    put(
+        &mut m,
+        "ici_read_utilization_percent",
+        ici_percent.map(|x| x.0),
+        ici_why,
+    );
+    put(
+        &mut m,
+        "ici_write_utilization_percent",
+        ici_percent.map(|x| x.1),
+        ici_why,
+    );
+    put(
+        &mut m,
+        "pure_idle_time_ms",
+        idle_ratio.map(|r| r / 100.0 * total_ms),
+        no_dev,
+    );
     m.insert("total_duration_ms".into(), json!(total_ms));
     m.insert("number_of_steps".into(), json!(b.steps));
     m.insert("core_count".into(), json!(cores));
@@ -350,15 +430,26 @@ pub fn host_boundness(s: &OpStats, ip: &InputPipeline, ici_percent: Option<(f64,
     let mut check = |name: &str, v: Option<f64>, ok: fn(f64) -> bool, cond: &str| match v {
         None => reasons_missing.push(format!("- {name} is unknown ({cond} cannot be checked).")),
         Some(x) if ok(x) => passed.push(format!("- {name} ({}%) {cond}.", one_digit(x))),
-        Some(x) => failed.push(format!("- {name} ({}%) does not satisfy {cond}.", one_digit(x))),
+        Some(x) => failed.push(format!(
+            "- {name} ({}%) does not satisfy {cond}.",
+            one_digit(x)
+        )),
     };
     check("Idle time ratio", idle_ratio, |x| x > 10.0, "> 10%");
     check("MXU idleness", mxu_idle, |x| x > 70.0, "> 70%");
-    check("HBM bandwidth utilization", sig.measured_hbm_percent, |x| x < 30.0, "< 30%");
+    check(
+        "HBM bandwidth utilization",
+        sig.measured_hbm_percent,
+        |x| x < 30.0,
+        "< 30%",
+    );
     let ici_max = ici_percent.map(|(r, w)| r.max(w));
     check("ICI utilization", ici_max, |x| x < 30.0, "< 30%");
     let (status, mut reasons, recs): (&str, Vec<String>, Vec<&str>) = if !failed.is_empty() {
-        let mut r = vec!["Workload is not host-bound. One or more host-bound condition thresholds were not met:".to_string()];
+        let mut r = vec![
+            "Workload is not host-bound. One or more host-bound condition thresholds were not met:"
+                .to_string(),
+        ];
         r.extend(failed);
         ("NOT_HOST_BOUND", r, vec![])
     } else if !reasons_missing.is_empty() {
@@ -369,10 +460,14 @@ pub fn host_boundness(s: &OpStats, ip: &InputPipeline, ici_percent: Option<(f64,
     } else {
         let mut r = vec!["Workload is host-bound: the device is mostly idle while compute, memory and interconnect are lightly used:".to_string()];
         r.extend(passed);
-        ("HOST_BOUND", r, vec![
-            "Reduce host work between device steps: run several steps per call, prefetch input, avoid host synchronisation (block_until_ready, .item()) inside the loop.",
-            "Check get_input_pipeline for input stalls and get_overview for the idle share.",
-        ])
+        (
+            "HOST_BOUND",
+            r,
+            vec![
+                "Reduce host work between device steps: run several steps per call, prefetch input, avoid host synchronisation (block_until_ready, .item()) inside the loop.",
+                "Check get_input_pipeline for input stalls and get_overview for the idle share.",
+            ],
+        )
     };
     if status == "NOT_HOST_BOUND" && !reasons_missing.is_empty() {
         reasons.extend(reasons_missing);

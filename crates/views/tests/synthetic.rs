@@ -1,0 +1,735 @@
+//! Each view on a synthetic capture (xprof-testkit) where it is not empty, with the expected
+//! values computed by hand from the events written; and each view's "no data" condition.
+
+use std::path::PathBuf;
+
+use prost::Message;
+use serde_json::json;
+use xprof_testkit::xprof_proto::xla;
+use xprof_testkit::{Ref, XSpaceBuilder};
+use xprof_views::counter_ids::*;
+use xprof_views::load::CoreDetails;
+
+fn raw(b: XSpaceBuilder) -> Vec<(String, xprof_proto::xplane::XSpace)> {
+    vec![("host0".to_string(), b.build())]
+}
+
+/// Write the capture as a run and load it through the engine, as the tools do.
+fn loaded(b: &XSpaceBuilder) -> (tempfile::TempDir, xprof_views::LoadedRun) {
+    let dir = tempfile::tempdir().unwrap();
+    let p: PathBuf = dir.path().join("host0.xplane.pb");
+    b.write(&p).unwrap();
+    let r = xprof_views::load::load_hosts(&[("host0".into(), p)], &[]).unwrap();
+    (dir, r)
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+// ----------------------------------------------------------------------------------------
+// kernel_stats
+
+fn gpu_capture() -> XSpaceBuilder {
+    let gemm =
+        "regs:64 static_shared:1024 dynamic_shared:2048 grid:80,1,1 block:256,1,1 occ_pct:50.5";
+    XSpaceBuilder::new()
+        .hostname("gpu-host")
+        .plane("/device:GPU:0", |p| {
+            p.line_with_id(1, "stream 1", |l| {
+                l.event("volta_h884gemm_128x64", 1_000_000, 10_000_000)
+                    .stat("kernel_details", gemm)
+                    .stat("tf_op", Ref("model/dense/MatMul:MatMul"))
+                    .event("volta_h884gemm_128x64", 20_000_000, 20_000_000)
+                    .stat("kernel_details", gemm)
+                    .stat("tf_op", Ref("model/dense/MatMul:MatMul"))
+                    .event("elementwise_add", 50_000_000, 5_000_000)
+                    .stat("kernel_details", "regs:16 grid:10,1,1 block:128,1,1")
+                    .stat("tf_op", "model/add:AddV2")
+                    // Not kernels: no kernel_details, or zero duration.
+                    .event("MemcpyH2D", 60_000_000, 3_000_000)
+                    .event("elementwise_add", 70_000_000, 0)
+                    .stat("kernel_details", "regs:16 grid:10,1,1 block:128,1,1")
+            })
+            // XProf skips its derived lines.
+            .line_with_id(0xdead_beef, "derived", |l| {
+                l.event("elementwise_add", 0, 9_000_000)
+                    .stat("kernel_details", "regs:16 grid:10,1,1 block:128,1,1")
+            })
+        })
+}
+
+#[test]
+fn kernel_stats_group_gpu_kernels_by_launch_configuration() {
+    let ks = xprof_views::kernel::kernel_stats(&raw(gpu_capture()));
+    assert_eq!(ks.gpu_planes, 1);
+    let t = ks.table();
+    assert_eq!(t.records.len(), 2);
+    let g = &t.records[0];
+    assert_eq!(g["rank"], json!(1));
+    assert_eq!(g["kernel_name"], json!("volta_h884gemm_128x64"));
+    assert_eq!(g["registers_per_thread"], json!(64));
+    assert_eq!(g["shmem_bytes"], json!(3072)); // 1024 static + 2048 dynamic
+    assert_eq!(g["block_dim"], json!("256,1,1"));
+    assert_eq!(g["grid_dim"], json!("80,1,1"));
+    assert_eq!(g["occupancy_pct"], json!(50.5));
+    assert_eq!(g["is_kernel_using_tensor_core"], json!(true)); // "h884"
+    assert_eq!(g["is_op_tensor_core_eligible"], json!(true)); // ".../MatMul"
+    assert_eq!(g["op_name"], json!("model/dense/MatMul"));
+    assert_eq!(g["occurrences"], json!(2));
+    assert_eq!(g["total_duration_us"], json!(30.0)); // 10 µs + 20 µs
+    assert_eq!(g["avg_duration_us"], json!(15.0));
+    assert_eq!(g["min_duration_us"], json!(10.0));
+    assert_eq!(g["max_duration_us"], json!(20.0));
+    assert_eq!(g["total_duration_ns"], json!(30_000));
+    let a = &t.records[1];
+    assert_eq!(a["kernel_name"], json!("elementwise_add"));
+    assert_eq!(a["registers_per_thread"], json!(16));
+    assert_eq!(a["shmem_bytes"], json!(0));
+    assert_eq!(a["occupancy_pct"], json!(0.0));
+    assert_eq!(a["is_kernel_using_tensor_core"], json!(false));
+    assert_eq!(a["is_op_tensor_core_eligible"], json!(false));
+    assert_eq!(a["op_name"], json!("model/add"));
+    assert_eq!(a["occurrences"], json!(1));
+    assert_eq!(a["total_duration_us"], json!(5.0));
+}
+
+#[test]
+fn kernel_launch_params_parse_like_xprof() {
+    use xprof_views::kernel::*;
+    let mut k = KernelKey::default();
+    let mut occ = 0.0;
+    parse_launch_params(
+        "regs:x grid:1,2 block:4,5,6\nocc_pct:12.5 junk",
+        &mut k,
+        &mut occ,
+    );
+    // Malformed values keep the defaults (grid 1,1,1; regs 0).
+    assert_eq!(
+        (k.registers_per_thread, k.grid_dim, k.block_dim),
+        (0, [1, 1, 1], [4, 5, 6])
+    );
+    assert_eq!(occ, 12.5);
+    assert!(is_einsum_tensor_core_eligible("ab,bc->ac"));
+    assert!(!is_einsum_tensor_core_eligible("ab->ba"));
+    assert!(is_op_tensor_core_eligible("a/BatchMatMulV2"));
+    assert!(!is_op_tensor_core_eligible("a/MatMulX"));
+}
+
+#[test]
+fn kernel_stats_no_data_without_gpu_kernels() {
+    let tpu = XSpaceBuilder::new().plane("/device:TPU:0", |p| {
+        p.line("XLA Ops", |l| l.event("fusion", 0, 100))
+    });
+    let ks = xprof_views::kernel::kernel_stats(&raw(tpu));
+    assert_eq!((ks.gpu_planes, ks.reports.len()), (0, 0));
+    let gpu_no_details = XSpaceBuilder::new().plane("/device:GPU:0", |p| {
+        p.line("stream 1", |l| l.event("k", 0, 1000))
+    });
+    let ks = xprof_views::kernel::kernel_stats(&raw(gpu_no_details));
+    assert_eq!(
+        (ks.gpu_planes, ks.kernel_events, ks.reports.len()),
+        (1, 0, 0)
+    );
+}
+
+// ----------------------------------------------------------------------------------------
+// perf_counters and utilization_viewer (TPU v7x counter samples)
+
+fn id(table: &[(&str, u64)], name: &str) -> u64 {
+    table.iter().find(|(n, _)| *n == name).unwrap().1
+}
+
+fn pwr(die: u32, name: &str) -> u64 {
+    V7X_PWRMGR
+        .iter()
+        .find(|(d, n, _)| *d == die && *n == name)
+        .unwrap()
+        .2
+}
+
+fn v7x_capture() -> XSpaceBuilder {
+    let counters: Vec<(String, u64, u64)> = vec![
+        ("CYCLE_COUNT_0".into(), pwr(0, "CYCLE_COUNT"), 1000),
+        ("CYCLE_COUNT_1".into(), pwr(1, "CYCLE_COUNT"), 2000),
+        ("CLOCKS_SKIPPED_0".into(), pwr(0, "CLOCKS_SKIPPED"), 7),
+        (
+            "SCALAR_0".into(),
+            id(V7X_TC_DIE0, "SCALAR_ALU_INSTRUCTION_0"),
+            300,
+        ),
+        (
+            "SCALAR_1".into(),
+            id(V7X_TC_DIE0, "SCALAR_ALU_INSTRUCTION_1"),
+            500,
+        ),
+        ("MXU_BUSY_1".into(), id(V7X_TC_DIE0, "MXU_BUSY_1"), 200),
+        ("MXU_BUSY_2".into(), id(V7X_TC_DIE0, "MXU_BUSY_2"), 100),
+        (
+            "BF16_LMR_0".into(),
+            id(V7X_TC_DIE0, "MATMUL_LMR_BF16_MXU_0"),
+            10,
+        ),
+        (
+            "TRANSPOSE_XLU_0".into(),
+            id(V7X_TC_DIE0, "TRANSPOSE_XLU_0"),
+            50,
+        ),
+        ("ICI_RD_0".into(), V7X_ICI_RD[0], 10),
+        ("ICI_WR_2".into(), V7X_ICI_WR[2], 3),
+    ];
+    XSpaceBuilder::new()
+        .hostname("v7x-host")
+        .plane("/device:TPU:0", |p| {
+            let p = p
+                .stat("device_id", 3i64)
+                .stat("global_chip_id", 7i64)
+                .stat("device_type_string", "TPU v7x");
+            let mut p = p;
+            for (name, cid, _) in &counters {
+                p = p.metadata_stat_value(name, "performance_counter_id", *cid);
+            }
+            p.line_with_id(5, "sample 5", |mut l| {
+                for (i, (name, _, v)) in counters.iter().enumerate() {
+                    l = l
+                        .event(name, i as i64 * 10, 1)
+                        .stat("counter_value", *v)
+                        .stat("performance_counter_description", Ref("a counter"))
+                        .stat("performance_counter_sets", "set0");
+                }
+                l
+            })
+        })
+}
+
+#[test]
+fn perf_counters_list_every_counter_sample() {
+    let (t, p) = xprof_views::counters::perf_counters_with_presence(&raw(v7x_capture()));
+    assert_eq!(
+        (p.device_planes, p.planes_with_chip_id, p.counter_events),
+        (1, 1, 11)
+    );
+    assert_eq!(t.records.len(), 11);
+    let r = &t.records[3];
+    assert_eq!(r["Host"], json!("host0"));
+    assert_eq!(r["Chip"], json!(7)); // global_chip_id wins over device_id
+    assert_eq!(r["Kernel"], json!("sample 5"));
+    assert_eq!(r["Sample"], json!(5));
+    assert_eq!(r["Counter"], json!("scalar_0")); // lower-cased event name
+    assert_eq!(r["Value"], json!(300));
+    assert_eq!(r["Value_hex"], json!("0x12c"));
+    assert_eq!(r["Description"], json!("a counter"));
+    assert_eq!(r["Set"], json!("set0"));
+}
+
+#[test]
+fn utilization_viewer_derives_units_from_v7x_counters() {
+    let t = xprof_views::counters::utilization_viewer(&raw(v7x_capture()));
+    let row = |node: u64, name: &str| {
+        t.records
+            .iter()
+            .find(|r| r["node"] == json!(node) && r["name"] == json!(name))
+            .unwrap_or_else(|| panic!("no row {node} {name}"))
+            .clone()
+    };
+    // Every row carries the plane's device id and the line id as sample.
+    assert!(
+        t.records
+            .iter()
+            .all(|r| r["device"] == json!(3) && r["sample"] == json!(5))
+    );
+    let r = row(0, "Clocks Skipped");
+    assert_eq!(
+        (r["achieved"].as_f64(), r["peak"].as_f64()),
+        (Some(7.0), Some(1000.0))
+    );
+    let r = row(0, "Scalar Unit"); // (300 + 500) of 2 × 1000 cycles
+    assert_eq!(
+        (r["achieved"].as_f64(), r["peak"].as_f64()),
+        (Some(800.0), Some(2000.0))
+    );
+    let r = row(0, "Avg MXU Busy"); // 0.5 × 200 + 100
+    assert_eq!(
+        (r["achieved"].as_f64(), r["peak"].as_f64()),
+        (Some(200.0), Some(1000.0))
+    );
+    let r = row(0, "MXU0"); // 4 cycles per bf16 LMR instruction
+    assert_eq!(r["achieved"].as_f64(), Some(40.0));
+    let r = row(0, "XLU0"); // v7x: one cycle per XLU instruction
+    assert_eq!(
+        (r["achieved"].as_f64(), r["peak"].as_f64()),
+        (Some(50.0), Some(1000.0))
+    );
+    let r = row(0, "ICI (Read)"); // 10 flits × 128 B over 1000 cycles at 1 GHz
+    assert_eq!(r["achieved"].as_f64(), Some(1280.0));
+    assert!(close(r["peak"].as_f64().unwrap(), 294947368421.0526 * 1e-6));
+    let r = row(0, "ICI (Write)");
+    assert_eq!(r["achieved"].as_f64(), Some(384.0));
+    // Core 1 has its own cycle counter (2000) and no instruction counts.
+    let r = row(1, "Scalar Unit");
+    assert_eq!(
+        (r["achieved"].as_f64(), r["peak"].as_f64()),
+        (Some(0.0), Some(4000.0))
+    );
+    // XProf repeats the per-chip ICI rows once per TensorCore.
+    assert_eq!(
+        t.records
+            .iter()
+            .filter(|r| r["name"] == json!("ICI (Read)"))
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn counters_no_data_without_samples() {
+    // v6e plane without device_id / counter values: nothing, as XProf.
+    let b = XSpaceBuilder::new().plane("/device:TPU:0", |p| {
+        p.stat("device_type_string", "TPU v6 Lite")
+            .line("_counters_", |l| l.event("MXU", 0, 10).stat("% util", 50.0))
+    });
+    let raw = raw(b);
+    assert!(
+        xprof_views::counters::utilization_viewer(&raw)
+            .records
+            .is_empty()
+    );
+    let (t, p) = xprof_views::counters::perf_counters_with_presence(&raw);
+    assert!(t.records.is_empty());
+    assert_eq!((p.device_planes, p.planes_with_chip_id), (1, 0));
+    // Other TPU generations are not read by the utilization viewer.
+    let b = XSpaceBuilder::new().plane("/device:TPU:0", |p| {
+        p.stat("device_id", 0i64)
+            .stat("device_type_string", "TPU v5p")
+            .line("s", |l| l.event("c", 0, 1).stat("counter_value", 5u64))
+    });
+    assert!(
+        xprof_views::counters::utilization_viewer(&raw_of(b))
+            .records
+            .is_empty()
+    );
+}
+
+fn raw_of(b: XSpaceBuilder) -> Vec<(String, xprof_proto::xplane::XSpace)> {
+    raw(b)
+}
+
+// ----------------------------------------------------------------------------------------
+// pod_viewer and input pipeline on a two-core, two-step TPU capture
+
+fn tpu_two_cores() -> XSpaceBuilder {
+    let details = CoreDetails {
+        hostname: "tpu-host-a".into(),
+        device_ordinal: 0,
+        ..Default::default()
+    }
+    .encode_to_vec();
+    // Per core: steps [0, 100 µs) and [100, 250 µs); ops inside (offsets in ps).
+    let core = |p: xprof_testkit::PlaneBuilder, conv: i64, ar: i64, infeed: i64| {
+        p.stat("peak_teraflops_per_second", 100.0)
+            .stat("peak_hbm_bw_gigabytes_per_second", 1000.0)
+            .line("Steps", |l| {
+                l.event("0", 0, 100_000_000)
+                    .stat("group_id", 0i64)
+                    .event("1", 100_000_000, 150_000_000)
+                    .stat("group_id", 1i64)
+            })
+            .line("XLA Modules", |l| {
+                l.event("jit_step(1)", 0, 100_000_000).event(
+                    "jit_step(1)",
+                    100_000_000,
+                    150_000_000,
+                )
+            })
+            .line("XLA Ops", |l| {
+                let op = |l: xprof_testkit::LineBuilder,
+                          name: &str,
+                          cat: &str,
+                          sym: u64,
+                          at: i64,
+                          d: i64| {
+                    l.event(name, at, d)
+                        .metadata_stat("hlo_category", cat)
+                        .metadata_stat("program_id", 1u64)
+                        .metadata_stat("symbol_id", sym)
+                };
+                let l = op(l, "conv.1", "convolution", 1, 1_000_000, conv);
+                let l = op(l, "all-reduce.2", "all-reduce", 2, 60_000_000, ar);
+                let l = op(l, "infeed.3", "infeed", 3, 101_000_000, infeed);
+                op(l, "conv.1", "convolution", 1, 120_000_000, conv)
+            })
+    };
+    XSpaceBuilder::new()
+        .hostname("tpu-host-a")
+        .plane("/device:TPU:0", |p| {
+            core(
+                p.id(1).stat("core_details", details.clone()),
+                40_000_000,
+                20_000_000,
+                30_000_000,
+            )
+        })
+        .plane("/device:TPU:1", |p| {
+            core(p.id(2), 50_000_000, 10_000_000, 60_000_000)
+        })
+}
+
+#[test]
+fn pod_viewer_breaks_down_each_core_of_each_step() {
+    let (_d, r) = loaded(&tpu_two_cores());
+    let s = r.op_stats().unwrap();
+    assert_eq!(s.steps.steps.len(), 2);
+    let pv = xprof_views::pod::pod_viewer(&s, &r.core_details());
+    assert_eq!(pv["deviceType"], json!(s.run_env.device_type));
+    assert_eq!(pv["diagnostics"]["warnings"], json!([]));
+    let steps = pv["podStatsSequence"]["podStatsMap"].as_array().unwrap();
+    assert_eq!(steps.len(), 2);
+    let c0 = &steps[0]["podStatsPerCore"]["1"];
+    let c1 = &steps[0]["podStatsPerCore"]["2"];
+    assert_eq!(c0["hostName"], json!("tpu-host-a"));
+    assert_eq!(c0["totalDurationUs"], json!(100.0));
+    assert_eq!(c0["totalDurationPs"], json!(100_000_000u64));
+    // XProf prints 0 for every component on TPU: placeholder + our mapping.
+    assert!(c0["stepBreakdownUs"].is_null());
+    assert!(c0["stepBreakdownUs_reason"].is_string());
+    let m = &c0["stepBreakdownUs_measured"];
+    // Step 0, core 0: conv 40 µs (compute), all-reduce 20 µs (collectives), idle 40 µs.
+    assert_eq!(
+        (m["1"].as_f64(), m["3"].as_f64(), m["9"].as_f64()),
+        (Some(40.0), Some(20.0), Some(40.0))
+    );
+    assert_eq!(c0["bottleneck_measured"], json!("Device compute"));
+    // Core 1 has no core_details: XProf would drop it; we keep it and say so.
+    assert!(c1["coreDetails_reason"].is_string());
+    let m = &c1["stepBreakdownUs_measured"];
+    assert_eq!(
+        (m["1"].as_f64(), m["3"].as_f64(), m["9"].as_f64()),
+        (Some(50.0), Some(10.0), Some(40.0))
+    );
+    // Step 1, core 1: infeed 60 µs, conv 50 µs, idle 40 µs of 150 µs → Input is the largest.
+    let c1s1 = &steps[1]["podStatsPerCore"]["2"];
+    assert_eq!(c1s1["totalDurationUs"], json!(150.0));
+    assert_eq!(c1s1["stepBreakdownUs_measured"]["6"].as_f64(), Some(60.0));
+    assert_eq!(c1s1["bottleneck_measured"], json!("Input"));
+}
+
+#[test]
+fn input_pipeline_on_tpu_steps() {
+    let (_d, r) = loaded(&tpu_two_cores());
+    let s = r.op_stats().unwrap();
+    let ip = xprof_views::input_pipeline::input_pipeline(&s, &r.core_details());
+    let t = &ip.tables[1];
+    assert_eq!(t.records.len(), 2);
+    // Step 1: infeed 30 µs (core 0) and 60 µs (core 1) → average 0.045 ms; infeed % of a
+    // 150 µs step: 20 % and 40 %.
+    let r1 = &t.records[1];
+    assert!(close(r1["tcInfeedTimeMs"].as_f64().unwrap(), 0.045));
+    assert!(close(r1["infeedPercentMin"].as_f64().unwrap(), 20.0));
+    assert!(close(r1["infeedPercentMax"].as_f64().unwrap(), 40.0));
+    assert!(close(r1["infeedPercentAverage"].as_f64().unwrap(), 30.0));
+    // The max-infeed core of step 1 is core 1, which has no core_details → "unknown"; step 0
+    // has no infeed at all.
+    let cores = &ip.tables[0];
+    assert_eq!(cores.records[1]["1"], json!("unknown"));
+    // Input share: Σ infeed (avg over cores) / Σ step time = 0.045 / (0.1 + 0.15).
+    assert!(close(ip.bottleneck.input_percent, 100.0 * 0.045 / 0.25));
+    assert_eq!(ip.bottleneck.input_classification, "both"); // 18 % ≥ 5 %
+    assert!(
+        t.properties["input_conclusion"]
+            .as_str()
+            .unwrap()
+            .contains("MODERATELY input-bound")
+    );
+}
+
+#[test]
+fn pod_viewer_no_steps_is_empty_with_xprof_warning() {
+    let b = XSpaceBuilder::new().plane("/device:TPU:0", |p| {
+        p.line("XLA Ops", |l| {
+            l.event("conv.1", 0, 100)
+                .metadata_stat("hlo_category", "convolution")
+                .metadata_stat("symbol_id", 1u64)
+        })
+    });
+    let (_d, r) = loaded(&b);
+    let s = r.op_stats().unwrap();
+    let pv = xprof_views::pod::pod_viewer(&s, &r.core_details());
+    assert_eq!(pv["podStatsSequence"]["podStatsMap"], json!([]));
+    assert_eq!(
+        pv["diagnostics"]["warnings"][0],
+        json!(xprof_views::pod::NO_STEP_MARKER)
+    );
+}
+
+// ----------------------------------------------------------------------------------------
+// megascale_stats (one DCN all-gather on TPU core 0)
+
+fn dcn_hlo() -> xla::HloProto {
+    let f32_1024 = xla::ShapeProto {
+        element_type: xla::PrimitiveType::F32 as i32,
+        dimensions: vec![1024],
+        ..Default::default()
+    };
+    let token = xla::ShapeProto {
+        element_type: xla::PrimitiveType::Token as i32,
+        ..Default::default()
+    };
+    let attrs = |kv: &[(&str, &str)]| {
+        Some(xla::FrontendAttributes {
+            map: kv
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        })
+    };
+    let instr = |name: &str, opcode: &str, shape: xla::ShapeProto, fa| xla::HloInstructionProto {
+        name: name.into(),
+        opcode: opcode.into(),
+        channel_id: 1,
+        shape: Some(shape),
+        frontend_attributes: fa,
+        ..Default::default()
+    };
+    let tuple = xla::ShapeProto {
+        element_type: xla::PrimitiveType::Tuple as i32,
+        tuple_shapes: vec![f32_1024.clone(), token.clone()],
+        ..Default::default()
+    };
+    xla::HloProto {
+        hlo_module: Some(xla::HloModuleProto {
+            name: "jit_step".into(),
+            computations: vec![xla::HloComputationProto {
+                name: "main".into(),
+                instructions: vec![
+                    instr(
+                        "send.1",
+                        "send",
+                        tuple.clone(),
+                        attrs(&[
+                            ("_xla_host_transfer_rendezvous", "rdv0"),
+                            ("_xla_megascale_transfer_type", "ALL_GATHER"),
+                        ]),
+                    ),
+                    instr("recv.2", "recv", tuple.clone(), None),
+                    instr("send-done.1", "send-done", token.clone(), None),
+                    instr("recv-done.2", "recv-done", tuple, None),
+                ],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// DCN collective info with one endpoint group of 4 devices (field 2 → field 1 ×4).
+fn four_endpoints() -> Vec<u8> {
+    let endpoint = [0x0a, 0x00]; // EndpointGroup.endpoints: an empty Endpoint
+    let group: Vec<u8> = endpoint.iter().copied().cycle().take(8).collect();
+    let mut out = vec![0x12, group.len() as u8];
+    out.extend(group);
+    out
+}
+
+fn dcn_capture(with_megascale_host: bool) -> XSpaceBuilder {
+    let b = XSpaceBuilder::new()
+        .hostname("slice0")
+        .plane("/host:metadata", |p| p.hlo_module(7, 7, &dcn_hlo()))
+        .plane("/device:TPU:0", |p| {
+            p.line("XLA Modules", |l| l.event("jit_step(7)", 0, 100_000_000))
+                .line("XLA Ops", |l| {
+                    l.event("send.1", 10_000_000, 2_000_000)
+                        .metadata_stat("hlo_category", "host send")
+                        .metadata_stat("dcn_collective_info", four_endpoints())
+                        .event("recv.2", 13_000_000, 1_000_000)
+                        .metadata_stat("hlo_category", "host recv")
+                        .event("send-done.1", 20_000_000, 3_000_000)
+                        .metadata_stat("hlo_category", "host send-done")
+                        .event("recv-done.2", 40_000_000, 5_000_000)
+                        .metadata_stat("hlo_category", "host recv-done")
+                        // Outside any module: ignored.
+                        .event("send.1", 200_000_000, 1_000_000)
+                })
+        });
+    if with_megascale_host {
+        b.plane("/host:CPU", |p| {
+            p.line_with_id(1, "megascale", |l| l.event("MegaScale: AllGather", 0, 1000))
+        })
+    } else {
+        b
+    }
+}
+
+#[test]
+fn megascale_summarises_a_dcn_transfer() {
+    let space = dcn_capture(true).build();
+    let ms = xprof_views::megascale::megascale_stats(&space);
+    assert_eq!(ms.presence.dcn_ops, 4);
+    assert_eq!(ms.presence.dcn_ops_with_hlo, 4);
+    assert_eq!(ms.summaries.len(), 1);
+    let t = ms.table();
+    let r = &t.records[0];
+    assert_eq!(r["rendezvous_name"], json!("rdv0"));
+    assert_eq!(r["send_op_name"], json!("send.1"));
+    assert_eq!(r["recv_op_name"], json!("recv-done.2"));
+    assert_eq!(r["transfer_type"], json!("ALL_GATHER"));
+    // Slack: recv-done start (40 µs) − send start (10 µs) − DCN op time since the send
+    // (2 + 1 + 3 µs) = 24 µs.
+    assert!(close(r["slack_time"].as_f64().unwrap(), 0.024));
+    // Observed: recv-done end (45 µs) − send start (10 µs).
+    assert!(close(r["observed_duration"].as_f64().unwrap(), 0.035));
+    assert!(close(r["send_stall"].as_f64().unwrap(), 0.002));
+    assert!(close(r["send_done_stall"].as_f64().unwrap(), 0.003));
+    assert!(r["recv_stall"].is_null());
+    assert!(close(r["recv_stall_measured"].as_f64().unwrap(), 0.001));
+    assert!(close(r["recv_done_stall"].as_f64().unwrap(), 0.005));
+    // Stall: all four ops, 2 + 1 + 3 + 5 µs.
+    assert!(close(r["stall_duration"].as_f64().unwrap(), 0.011));
+    assert!(close(r["total_stall"].as_f64().unwrap(), 0.011));
+    assert_eq!(r["occurrences"], json!(1));
+    // All-gather over 4 devices of a 4096-byte buffer: 3/4 of it crosses the network.
+    assert_eq!(r["net_tx_bytes"], json!(3072));
+    // 3072 B in 24 µs = 1.024 Gbps.
+    assert!(close(r["required_bandwidth"].as_f64().unwrap(), 1.024));
+    assert_eq!(r["host_stall"], json!("-"));
+}
+
+#[test]
+fn megascale_no_data_without_megascale_host_events() {
+    let ms = xprof_views::megascale::megascale_stats(&dcn_capture(false).build());
+    assert!(ms.summaries.is_empty());
+    assert!(!ms.presence.has_megascale_host_events);
+    assert!(ms.presence.has_tpu0);
+    assert_eq!(
+        xprof_views::megascale::transmitted_bytes(4096, 4, "ALL_REDUCE"),
+        6144
+    );
+    assert_eq!(
+        xprof_views::megascale::transmitted_bytes(4096, 0, "ALL_REDUCE"),
+        0
+    );
+}
+
+// ----------------------------------------------------------------------------------------
+// framework_op_stats on the TPU capture
+
+#[test]
+fn framework_ops_group_device_ops_by_provenance() {
+    let b = XSpaceBuilder::new().plane("/device:TPU:0", |p| {
+        p.stat("peak_teraflops_per_second", 100.0)
+            .stat("peak_hbm_bw_gigabytes_per_second", 1000.0)
+            .line("XLA Modules", |l| l.event("jit_f(1)", 0, 1_000_000))
+            .line("XLA Ops", |l| {
+                l.event("dot.1", 0, 300_000)
+                    .metadata_stat("hlo_category", "convolution")
+                    .metadata_stat("symbol_id", 1u64)
+                    .metadata_stat("program_id", 1u64)
+                    .metadata_stat("tf_op", "jit(f)/dense/dot_general:dot_general")
+                    .metadata_stat("flops", 2.5e7)
+                    .metadata_stat("bytes_accessed", 1000u64)
+                    .event("add.2", 400_000, 100_000)
+                    .metadata_stat("hlo_category", "loop fusion")
+                    .metadata_stat("symbol_id", 2u64)
+                    .metadata_stat("program_id", 1u64)
+                    .metadata_stat("tf_op", "jit(f)/dense/dot_general:dot_general")
+                    .event("add.2", 600_000, 100_000)
+            })
+    });
+    let (_d, r) = loaded(&b);
+    let s = r.op_stats().unwrap();
+    let (with_idle, without_idle) = xprof_views::framework::framework_op_stats(&s);
+    let op = with_idle
+        .records
+        .iter()
+        .find(|r| r["operation"] == json!("jit(f)/dense/dot_general"))
+        .expect("framework op");
+    assert_eq!(op["type"], json!("dot_general"));
+    assert_eq!(op["host_or_device"], json!("Device"));
+    // Occurrences: the max over its HLO ops (dot once, add twice).
+    assert_eq!(op["occurrences"], json!(2));
+    assert_eq!(op["total_self_time_ps"], json!(500_000u64));
+    assert!(close(op["total_self_time"].as_f64().unwrap(), 0.5));
+    assert!(close(op["avg_self_time"].as_f64().unwrap(), 0.25));
+    // 2.5e7 FLOP over the op's 500 ns total time = 5e4 GFLOP/s, half the 100 TFLOP/s peak,
+    // while 1000 B in 500 ns is 0.2 % of the HBM peak: compute bound; intensity 2.5e4.
+    assert!(close(op["measured_flop_rate"].as_f64().unwrap(), 5.0e4));
+    assert!(close(op["operational_intensity"].as_f64().unwrap(), 2.5e4));
+    assert_eq!(op["bound_by"], json!("Compute"));
+    assert!(
+        without_idle
+            .records
+            .iter()
+            .all(|r| r["type"] != json!("IDLE"))
+    );
+    assert!(
+        with_idle
+            .records
+            .iter()
+            .any(|r| r["operation"] == json!("IDLE"))
+    );
+}
+
+// ----------------------------------------------------------------------------------------
+// smart suggestions and host boundness
+
+#[test]
+fn suggestions_fire_on_their_signals_and_cite_them() {
+    use xprof_views::suggestions::*;
+    let mut sig = Signals {
+        hardware_type: "TPU".into(),
+        input_percent: 25.0,
+        enqueue_percent_of_input: 40.0,
+        non_enqueue_percent_of_input: 60.0,
+        tc_idle_percent: Some(12.0),
+        collective_percent: 35.0,
+        measured_flops_percent: Some(80.0),
+        measured_hbm_percent: Some(20.0),
+        ..Default::default()
+    };
+    let v = smart_suggestions(&sig);
+    let rules: Vec<&str> = v["suggestions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["ruleName"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            "DataTransferBoundRule",
+            "HostProcessingBoundRule",
+            "TensorCoreIdleBoundRule",
+            "CollectiveBoundRule",
+            "MeasuredComputeBoundRule"
+        ]
+    );
+    let dt = &v["suggestions"][0];
+    assert_eq!(dt["signals"]["enqueue_percent_of_input"], json!(40.0));
+    assert!(dt["suggestionText"].as_str().unwrap().contains("40.0%"));
+    // Below every threshold: nothing fires, but the list is there.
+    sig = Signals::default();
+    assert_eq!(smart_suggestions(&sig)["suggestions"], json!([]));
+}
+
+#[test]
+fn host_boundness_needs_steps() {
+    let b = XSpaceBuilder::new().plane("/device:TPU:0", |p| {
+        p.line("XLA Ops", |l| l.event("x", 0, 10))
+    });
+    let (_d, r) = loaded(&b);
+    let s = r.op_stats().unwrap();
+    let ip = xprof_views::input_pipeline::input_pipeline(&s, &r.core_details());
+    let v = xprof_views::suggestions::host_boundness(&s, &ip, None);
+    assert_eq!(v["status"], json!("INSUFFICIENT_DATA"));
+    // With steps the gate runs and cites its numbers.
+    let (_d, r) = loaded(&tpu_two_cores());
+    let s = r.op_stats().unwrap();
+    let ip = xprof_views::input_pipeline::input_pipeline(&s, &r.core_details());
+    let v = xprof_views::suggestions::host_boundness(&s, &ip, None);
+    assert_eq!(v["metrics"]["number_of_steps"], json!(2));
+    assert_eq!(v["metrics"]["core_count"], json!(2));
+    assert!(v["metrics"]["ici_read_utilization_percent"].is_null());
+    assert!(v["metrics"]["ici_read_utilization_percent_reason"].is_string());
+    assert!(["NOT_HOST_BOUND", "UNKNOWN"].contains(&v["status"].as_str().unwrap()));
+    assert!(v["reasons"].as_array().unwrap().len() >= 2);
+}
