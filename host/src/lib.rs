@@ -274,7 +274,16 @@ pub fn run(argv: Vec<String>) -> i32 {
         // Before plugins load: from here on only the MCP transport may write to stdout.
         mcp::claim_stdout();
     }
-    let reg = Registry::load(&discovery(&g));
+    let disc = discovery(&g);
+    // A cached tool call is answered without loading any plugin (see cache::fast_path).
+    let remember = match cache::fast_path(&g, &rest, &disc) {
+        cache::Fast::Hit(code) => return code,
+        cache::Fast::Miss { remember } => remember,
+    };
+    let reg = Registry::load(&disc);
+    if remember {
+        cache::remember_registry(&reg, &disc);
+    }
     let format = g.format.clone().unwrap_or_else(|| "text".into());
     match rest.first().map(String::as_str) {
         None => {

@@ -405,3 +405,75 @@ fn cache_stats_and_clear() {
         );
     }
 }
+
+/// Hits are served without loading plugins while the plugin files are unchanged; a rebuilt
+/// plugin (same version, new file) invalidates both the snapshot and its results.
+#[test]
+fn hits_skip_plugin_loading_until_a_plugin_file_changes() {
+    let Some(seed) = seed_logdir() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let plugins = tmp.path().join("plugins");
+    copy_dir(plugin_dir(), &plugins);
+    let call = || {
+        xprof_with_plugins(&cache, &plugins)
+            .arg("get_hosts")
+            .arg(&seed)
+            .output()
+            .unwrap()
+    };
+    let fast = |out: &std::process::Output| {
+        cache_trace(out) == [("hit".to_string(), "plugins not loaded".to_string())]
+    };
+    let reference = stdout_json(
+        &xprof_with_plugins(&cache, &plugins)
+            .args(["get_hosts", "--no_cache"])
+            .arg(&seed)
+            .output()
+            .unwrap(),
+    );
+    let until_fast = || {
+        for _ in 0..2000 {
+            let out = call();
+            assert_eq!(stdout_json(&out), reference);
+            if fast(&out) {
+                return;
+            }
+        }
+        panic!("never served a hit without loading plugins");
+    };
+    until_fast();
+
+    // "Rebuild" the core plugin: same bytes, same version, a new file.
+    let core = fs::read_dir(&plugins)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().contains("xprof_plugin_core"))
+        .unwrap();
+    let bytes = fs::read(&core).unwrap();
+    fs::remove_file(&core).unwrap();
+    fs::write(&core, bytes).unwrap();
+    let out = call();
+    assert_eq!(stdout_json(&out), reference);
+    assert_eq!(
+        cache_events(&out)[0],
+        "miss",
+        "results of the old build are not served"
+    );
+    until_fast();
+
+    // Output formats are rendered the same way on the fast path.
+    let text = |extra: &str| {
+        let out = xprof_with_plugins(&cache, &plugins)
+            .args(["get_hosts", "--format", "text", extra])
+            .arg(&seed)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let was_fast = fast(&out);
+        (String::from_utf8(out.stdout).unwrap(), was_fast)
+    };
+    let (cached, was_fast) = text("--cache_ttl=1h");
+    assert!(was_fast);
+    assert_eq!(cached, text("--no_cache").0);
+}

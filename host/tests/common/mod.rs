@@ -113,9 +113,14 @@ pub fn copy_dir(from: &Path, to: &Path) {
 /// An `xprof` command with only the test's plugins, the given cache directory, an empty
 /// config dir, cache tracing on, and none of the caller's xprof environment.
 pub fn xprof(cache: &Path) -> Command {
+    xprof_with_plugins(cache, plugin_dir())
+}
+
+/// [`xprof`] with another plugin directory.
+pub fn xprof_with_plugins(cache: &Path, plugins: &Path) -> Command {
     let mut c = Command::new(xprof_bin());
     c.args(["--no-default-plugin-dirs", "--plugin-dir"])
-        .arg(plugin_dir())
+        .arg(plugins)
         .env("XPROF_CACHE_DIR", cache)
         .env("XDG_CONFIG_HOME", cache.join("no-config"))
         .env("XPROF_CACHE_TRACE", "1")
@@ -128,10 +133,21 @@ pub fn xprof(cache: &Path) -> Command {
 
 /// The cache events (`hit`, `miss`, `stored`, ...) traced on stderr.
 pub fn cache_events(out: &Output) -> Vec<String> {
+    cache_trace(out).into_iter().map(|(e, _)| e).collect()
+}
+
+/// The cache events with their reasons (`""` when none).
+pub fn cache_trace(out: &Output) -> Vec<(String, String)> {
     String::from_utf8_lossy(&out.stderr)
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter_map(|v| v["cache"]["event"].as_str().map(String::from))
+        .filter_map(|v| {
+            let c = &v["cache"];
+            Some((
+                c["event"].as_str()?.to_string(),
+                c["reason"].as_str().unwrap_or("").to_string(),
+            ))
+        })
         .collect()
 }
 
