@@ -1,8 +1,11 @@
 //! Standalone data-formatting ops that materialise in HBM: `copy`, `transpose`, `reshape` and
 //! `bitcast-convert` instructions that XLA left outside any fusion, so their result is
-//! written to memory and read back by the next op. The ones that feed a compute op (`dot`,
-//! `convolution`, `custom-call`, or a fusion) are the classic "unfused reshape" bottleneck:
-//! folding the layout change into the consumer removes an HBM round trip.
+//! written to memory and read back by the next op. The ones that feed a compute op — a `dot`,
+//! `convolution` or `custom-call`, or a fusion whose body contains one — are the classic
+//! "unfused reshape" bottleneck: folding the layout change into the consumer removes an HBM
+//! round trip. (The seed counted every fusion as compute; a copy feeding an elementwise loop
+//! fusion — typically a copy XLA inserted to break aliasing of a loop-carried value — is
+//! reported among the other formatting ops instead, with its users shown.)
 //!
 //! Found on the HLO graph itself (not by substring tests on text, as the seed did), ranked by
 //! the op's measured time when the capture has it, then by the bytes it materialises.
@@ -17,8 +20,9 @@ use crate::viewer::unpadded_size;
 
 /// Opcodes that only move or re-lay-out data.
 pub const FORMATTING_OPCODES: &[&str] = &["copy", "transpose", "reshape", "bitcast-convert"];
-/// Opcodes that consume a layout-sensitive operand as compute.
-pub const COMPUTE_OPCODES: &[&str] = &["dot", "convolution", "custom-call", "fusion"];
+/// Opcodes that consume a layout-sensitive operand as compute (and make a fusion that
+/// contains them a compute fusion).
+pub const COMPUTE_OPCODES: &[&str] = &["dot", "convolution", "custom-call"];
 
 /// A module to scan.
 pub struct ModuleRef<'a> {
@@ -98,7 +102,7 @@ fn fused_has_compute(view: &ModuleView<'_>, ins: &HloInstructionProto) -> bool {
             continue;
         };
         for i in &view.instrs[ci] {
-            if matches!(i.opcode.as_str(), "dot" | "convolution" | "custom-call") {
+            if COMPUTE_OPCODES.contains(&i.opcode.as_str()) {
                 return true;
             }
             stack.extend(i.called_computation_ids.iter().copied());
@@ -165,7 +169,10 @@ pub fn detect(modules: &[ModuleRef<'_>], ops: &[OpTime]) -> Vec<Finding> {
                     .unwrap_or_default();
                 let downstream_compute = us
                     .iter()
-                    .find(|u| COMPUTE_OPCODES.contains(&u.opcode.as_str()))
+                    .find(|u| {
+                        COMPUTE_OPCODES.contains(&u.opcode.as_str())
+                            || u.fused_compute == Some(true)
+                    })
                     .map(|u| u.name.clone());
                 let out_bytes = ins.shape.as_ref().map_or(0, unpadded_size);
                 let in_bytes: i64 = ins

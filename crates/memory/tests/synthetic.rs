@@ -561,3 +561,62 @@ fn fused_formatting_ops_are_not_reported() {
     }];
     assert!(reshapes::detect(&modules, &[]).is_empty());
 }
+
+#[test]
+fn a_fusion_counts_as_compute_only_when_its_body_computes() {
+    let mut m = reshape_module();
+    // transpose.1 now feeds a fusion wrapping the dot; copy.2 a loop fusion (an add).
+    let dot_body = HloComputationProto {
+        id: 3,
+        name: "fused_dot".into(),
+        is_fusion_computation: true,
+        instructions: vec![
+            instr(30, "param_0.1", "parameter", f32(&[256, 128]), &[]),
+            instr(31, "param_1.1", "parameter", f32(&[128, 64]), &[]),
+            instr(32, "dot.7", "dot", f32(&[256, 64]), &[30, 31]),
+        ],
+        root_id: 32,
+        ..Default::default()
+    };
+    let add_body = HloComputationProto {
+        id: 4,
+        name: "fused_add".into(),
+        is_fusion_computation: true,
+        instructions: vec![
+            instr(40, "param_0.2", "parameter", f32(&[64, 32]), &[]),
+            instr(41, "add.7", "add", f32(&[64, 32]), &[40, 40]),
+        ],
+        root_id: 41,
+        ..Default::default()
+    };
+    let entry = &mut m.computations[1];
+    for i in &mut entry.instructions {
+        match i.name.as_str() {
+            "dot.1" => {
+                i.opcode = "fusion".into();
+                i.called_computation_ids = vec![3];
+            }
+            "add.1" => {
+                i.opcode = "fusion".into();
+                i.operand_ids = vec![6];
+                i.called_computation_ids = vec![4];
+            }
+            _ => {}
+        }
+    }
+    m.computations.push(dot_body);
+    m.computations.push(add_body);
+    let modules = [reshapes::ModuleRef {
+        display_name: "jit_g(7)".into(),
+        program_id: Some(7),
+        proto: &m,
+    }];
+    let f = reshapes::detect(&modules, &[]);
+    let flagged: Vec<(&str, bool)> = f
+        .iter()
+        .map(|f| (f.name.as_str(), f.feeds_compute()))
+        .collect();
+    assert_eq!(flagged, [("transpose.1", true), ("copy.2", false)]);
+    assert_eq!(f[0].users[0].fused_compute, Some(true));
+    assert_eq!(f[1].users[0].fused_compute, Some(false));
+}

@@ -1,10 +1,14 @@
 mod aggregate_xplane_events;
+mod detect_unfused_reshapes;
 mod get_device_information;
 mod get_hlo_stats;
 mod get_hosts;
 mod get_kpi_metrics;
+mod get_memory_profile;
+mod get_memory_viewer;
 mod get_op_profile;
 mod get_overview;
+mod get_peak_allocations;
 mod get_profile_summary;
 mod get_roofline_model;
 mod get_step_trace;
