@@ -664,6 +664,39 @@ impl MemoryProfile {
         best
     }
 
+    /// The seed's / XProf CLI's summary: `memory_capacity_gib` (largest capacity over
+    /// allocators) and `peak_memory_usage_gib` (largest peak) rounded to 2 decimals, and the
+    /// peak allocator's `peak_usage_details` (GiB to 4 decimals, percentages to 2;
+    /// `utilization_percent` is computed from the two rounded GiB figures, as both print it).
+    /// `None` without allocator events.
+    pub fn seed_summary(&self) -> Option<Value> {
+        const GIB: f64 = (1u64 << 30) as f64;
+        let round = |v: f64, digits: i32| {
+            let f = 10f64.powi(digits);
+            (v * f).round() / f
+        };
+        let peak = self.peak_allocator()?;
+        let ps = &peak.summary.peak_stats;
+        let cap_gib = round(self.max_capacity().unwrap_or(0) as f64 / GIB, 2);
+        let peak_gib = round(ps.peak_bytes_in_use as f64 / GIB, 2);
+        let util = if cap_gib > 0.0 {
+            Value::from(round(peak_gib / cap_gib * 100.0, 2))
+        } else {
+            Value::Null
+        };
+        Some(json!({
+            "memory_capacity_gib": cap_gib,
+            "peak_memory_usage_gib": peak_gib,
+            "peak_usage_details": {
+                "stack_reservation_gib": round(ps.stack_reserved_bytes as f64 / GIB, 4),
+                "heap_allocation_gib": round(ps.heap_allocated_bytes as f64 / GIB, 4),
+                "free_memory_gib": round(ps.free_memory_bytes as f64 / GIB, 4),
+                "fragmentation_percent": round(ps.fragmentation * 100.0, 2),
+                "utilization_percent": util,
+            },
+        }))
+    }
+
     /// The largest `memory_capacity` over allocators.
     pub fn max_capacity(&self) -> Option<i64> {
         self.allocators

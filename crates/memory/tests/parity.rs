@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use xprof_memory::{profile, viewer};
+use xprof_memory::{modules, peak, profile, viewer};
 use xprof_xspace::XSpace;
 
 fn corpus() -> Option<PathBuf> {
@@ -260,4 +260,122 @@ fn memory_viewer_of_own_fixtures_equals_xprof() {
             assert_same(&format!("{run} {file}"), &ours, &theirs, VIEWER_SKIP);
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// get_peak_allocations: XProf's own CLI (official-cli-2.24.2) on every capture
+
+/// (module, total MiB, [(instruction, MiB)]) as the official CLI prints them.
+type PeakRows = Vec<(String, f64, Vec<(String, f64)>)>;
+
+fn official_peaks(v: &Value) -> PeakRows {
+    v["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["module_name"].as_str().unwrap().to_string(),
+                m["total_hbm_mib"].as_f64().unwrap(),
+                m["top_buffers"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|b| {
+                        (
+                            b["instruction"].as_str().unwrap().to_string(),
+                            b["size_mib"].as_f64().unwrap(),
+                        )
+                    })
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+fn our_peaks(dir: &Path) -> PeakRows {
+    let hlo: Vec<PathBuf> = {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().ends_with(".hlo_proto.pb"))
+            .collect();
+        v.sort();
+        v
+    };
+    let mods = modules::list(&hlo, &[dir.join("host0.xplane.pb")]).unwrap();
+    let all = modules::load_all(&mods)
+        .unwrap()
+        .into_iter()
+        .map(|(e, p)| {
+            let r = viewer::preprocess(&p, 0).unwrap();
+            peak::module_peak(&e.name, &r, peak::Options::default())
+        })
+        .collect();
+    let mib = |b: i64| b as f64 / (1u64 << 20) as f64;
+    peak::rank(all, 10)
+        .into_iter()
+        .map(|m| {
+            (
+                m.module_name,
+                mib(m.total_bytes),
+                m.top_buffers
+                    .into_iter()
+                    .map(|b| (b.instruction, mib(b.size_bytes)))
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+fn assert_same_peaks(what: &str, ours: PeakRows, theirs: PeakRows) {
+    assert_eq!(ours.len(), theirs.len(), "{what}: {ours:?} vs {theirs:?}");
+    for (a, b) in ours.iter().zip(&theirs) {
+        assert_eq!(a.0, b.0, "{what}");
+        assert!(
+            (a.1 - b.1).abs() <= 1e-6 * b.1.abs(),
+            "{what}: {a:?} vs {b:?}"
+        );
+        assert_eq!(a.2.len(), b.2.len(), "{what}: {a:?} vs {b:?}");
+        for (x, y) in a.2.iter().zip(&b.2) {
+            assert_eq!(x.0, y.0, "{what}");
+            assert!(
+                (x.1 - y.1).abs() <= 1e-6 * y.1.abs(),
+                "{what}: {x:?} vs {y:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn peak_allocations_equal_the_official_cli() {
+    let Some(c) = corpus() else { return };
+    for fixture in ["seed-v6e", "jax-cpu-matmul", "jax-cpu-mlp_train"] {
+        let theirs = read_json(&c.join(format!(
+            "oracle/official-cli-2.24.2/{fixture}/get_peak_allocations.json"
+        )));
+        assert_same_peaks(
+            fixture,
+            our_peaks(&run_dir(&c, fixture)),
+            official_peaks(&theirs),
+        );
+    }
+    let own = own_fixtures();
+    for run in ["matmul", "mlp_steps"] {
+        let theirs = read_json(&own.join(format!("oracle/{run}/cli/get_peak_allocations.json")));
+        let dir = own.join(format!("jax-cpu/logdir/plugins/profile/{run}"));
+        assert_same_peaks(run, our_peaks(&dir), official_peaks(&theirs));
+    }
+}
+
+#[test]
+fn memory_profile_summary_equals_the_seed_cli() {
+    let Some(c) = corpus() else { return };
+    let space = XSpace::open(run_dir(&c, "seed-v6e").join("host0.xplane.pb")).unwrap();
+    let ours = profile::build(&space).seed_summary().unwrap();
+    let mut theirs = read_json(&c.join("oracle/seed-cli/get_memory_profile.json"));
+    let o = theirs.as_object_mut().unwrap();
+    o.remove("run");
+    o.remove("host");
+    assert_same("seed summary", &ours, &theirs, &[]);
 }

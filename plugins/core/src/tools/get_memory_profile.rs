@@ -8,13 +8,6 @@ use crate::common::{capture_error, session, with_capture};
 pub struct GetMemoryProfile;
 register_tool!(GetMemoryProfile);
 
-const GIB: f64 = (1u64 << 30) as f64;
-
-fn round(v: f64, digits: i32) -> f64 {
-    let f = 10f64.powi(digits);
-    (v * f).round() / f
-}
-
 fn allocator_json(a: &AllocatorProfile) -> Value {
     let s = &a.summary;
     let p = &s.peak_stats;
@@ -133,27 +126,11 @@ impl Tool for GetMemoryProfile {
         };
         let capacity = p.max_capacity().unwrap_or(0);
         let ps = &peak.summary.peak_stats;
-        let cap_gib = round(capacity as f64 / GIB, 2);
-        let peak_gib = round(ps.peak_bytes_in_use as f64 / GIB, 2);
-        let util = if cap_gib > 0.0 {
-            Value::from(round(peak_gib / cap_gib * 100.0, 2))
-        } else {
-            Value::Null
-        };
         let mut body = Map::new();
         body.insert("host".into(), json!(host.name));
-        body.insert("memory_capacity_gib".into(), json!(cap_gib));
-        body.insert("peak_memory_usage_gib".into(), json!(peak_gib));
-        body.insert(
-            "peak_usage_details".into(),
-            json!({
-                "stack_reservation_gib": round(ps.stack_reserved_bytes as f64 / GIB, 4),
-                "heap_allocation_gib": round(ps.heap_allocated_bytes as f64 / GIB, 4),
-                "free_memory_gib": round(ps.free_memory_bytes as f64 / GIB, 4),
-                "fragmentation_percent": round(ps.fragmentation * 100.0, 2),
-                "utilization_percent": util,
-            }),
-        );
+        if let Some(Value::Object(seed)) = p.seed_summary() {
+            body.extend(seed);
+        }
         let mut exact = allocator_json(peak);
         exact["memory_capacity_bytes_max"] = json!(capacity);
         exact["utilization_percent_exact"] = if peak.summary.memory_capacity > 0 {
