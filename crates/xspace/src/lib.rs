@@ -758,7 +758,7 @@ impl<'a> Plane<'a> {
         self.s(self.d.name)
     }
     /// The lines, in file order.
-    pub fn lines(&self) -> impl ExactSizeIterator<Item = Line<'a>> + Clone + 'a {
+    pub fn lines(&self) -> impl ExactSizeIterator<Item = Line<'a>> + Clone + use<'a> {
         let p = *self;
         self.d.lines.iter().map(move |d| Line { plane: p, d })
     }
@@ -771,7 +771,7 @@ impl<'a> Plane<'a> {
         self.d.lines.iter().map(|l| l.num_events).sum()
     }
     /// Plane-level stats (device capabilities, versions …).
-    pub fn stats(&self) -> impl Iterator<Item = Stat<'a>> + 'a {
+    pub fn stats(&self) -> impl Iterator<Item = Stat<'a>> + use<'a> {
         let p = *self;
         self.d.stats.iter().map(move |sp| decode_stat(p, *sp))
     }
@@ -787,8 +787,27 @@ impl<'a> Plane<'a> {
             d: &self.d.event_metadata[k],
         })
     }
+    /// The position of event metadata `id` in [`Plane::event_metadata_iter`] order (dense,
+    /// `0..num_event_metadata()`): index per-plane tables with it instead of hashing 64-bit ids.
+    #[inline]
+    pub fn event_metadata_position(&self, id: i64) -> Option<usize> {
+        self.d.event_index.get(id)
+    }
+    /// The event metadata at `position` (see [`Plane::event_metadata_position`]).
+    pub fn event_metadata_at(&self, position: usize) -> Option<EventMetadata<'a>> {
+        self.d
+            .event_metadata
+            .get(position)
+            .map(|d| EventMetadata { plane: *self, d })
+    }
+    /// How many event metadata entries the plane has.
+    pub fn num_event_metadata(&self) -> usize {
+        self.d.event_metadata.len()
+    }
     /// All event metadata, by ascending key.
-    pub fn event_metadata_iter(&self) -> impl ExactSizeIterator<Item = EventMetadata<'a>> + 'a {
+    pub fn event_metadata_iter(
+        &self,
+    ) -> impl ExactSizeIterator<Item = EventMetadata<'a>> + use<'a> {
         let p = *self;
         self.d
             .event_metadata
@@ -803,7 +822,7 @@ impl<'a> Plane<'a> {
         })
     }
     /// All stat metadata, by ascending key.
-    pub fn stat_metadata_iter(&self) -> impl ExactSizeIterator<Item = StatMetadata<'a>> + 'a {
+    pub fn stat_metadata_iter(&self) -> impl ExactSizeIterator<Item = StatMetadata<'a>> + use<'a> {
         let p = *self;
         self.d
             .stat_metadata
@@ -1053,7 +1072,7 @@ impl<'a> Event<'a> {
         })
     }
     /// The event's own stats, in file order.
-    pub fn stats(&self) -> impl Iterator<Item = Stat<'a>> + 'a {
+    pub fn stats(&self) -> impl Iterator<Item = Stat<'a>> + use<'a> {
         stats_in(self.line.plane, self.msg, 4)
     }
     /// The event's own stat with metadata id `id` (the last one if repeated).
@@ -1112,7 +1131,7 @@ impl<'a> EventMetadata<'a> {
         self.plane.b(self.d.metadata)
     }
     /// The metadata's stats, in file order.
-    pub fn stats(&self) -> impl Iterator<Item = Stat<'a>> + 'a {
+    pub fn stats(&self) -> impl Iterator<Item = Stat<'a>> + use<'a> {
         stats_in(self.plane, self.d.msg, 5)
     }
     /// The metadata stat named `name` (the last one if repeated).

@@ -20,17 +20,6 @@ pub enum WireType {
 }
 
 impl WireType {
-    fn from_u64(v: u64) -> Option<Self> {
-        Some(match v {
-            0 => WireType::Varint,
-            1 => WireType::Fixed64,
-            2 => WireType::Len,
-            3 => WireType::StartGroup,
-            4 => WireType::EndGroup,
-            5 => WireType::Fixed32,
-            _ => return None,
-        })
-    }
     /// The name protobuf documentation uses.
     pub fn name(self) -> &'static str {
         match self {
@@ -118,10 +107,10 @@ fn err<T>(offset: usize, kind: WireErrorKind) -> WireResult<T> {
 }
 
 /// Decode a varint at `*pos` (absolute), not reading at or past `end`.
-#[inline]
+#[inline(always)]
 pub fn read_varint(buf: &[u8], pos: &mut usize, end: usize) -> WireResult<u64> {
     let start = *pos;
-    // Fast path: one byte (most tags, small ids).
+    // Fast path: one byte (most tags, small ids and lengths).
     if start < end {
         let b = buf[start];
         if b < 0x80 {
@@ -129,6 +118,32 @@ pub fn read_varint(buf: &[u8], pos: &mut usize, end: usize) -> WireResult<u64> {
             return Ok(b as u64);
         }
     }
+    // Fast path: ten bytes left in the *buffer*, so a fixed-size window needs no per-byte
+    // bounds check; a varint that ends past `end` (the enclosing message) is still truncated.
+    if buf.len() >= 10 && start <= buf.len() - 10 && start < end {
+        let w: &[u8; 10] = buf[start..start + 10].try_into().unwrap();
+        let mut result: u64 = 0;
+        for (k, &b) in w.iter().enumerate() {
+            if start + k >= end {
+                return err(start, WireErrorKind::Truncated);
+            }
+            if k == 9 && b > 1 {
+                return err(start, WireErrorKind::OverlongVarint);
+            }
+            result |= ((b & 0x7f) as u64) << (7 * k);
+            if b < 0x80 {
+                *pos = start + k + 1;
+                return Ok(result);
+            }
+        }
+        return err(start, WireErrorKind::OverlongVarint);
+    }
+    read_varint_slow(buf, pos, end)
+}
+
+#[cold]
+fn read_varint_slow(buf: &[u8], pos: &mut usize, end: usize) -> WireResult<u64> {
+    let start = *pos;
     let mut result: u64 = 0;
     let mut i = start;
     for shift in (0..70).step_by(7) {
@@ -252,13 +267,11 @@ impl<'a> Fields<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn next_field(&mut self) -> WireResult<Field> {
         let offset = self.pos;
         let key = read_varint(self.buf, &mut self.pos, self.end)?;
         let number = key >> 3;
-        let wt = WireType::from_u64(key & 7)
-            .map_or_else(|| err(offset, WireErrorKind::InvalidWireType(key & 7)), Ok)?;
         if number == 0 {
             return err(offset, WireErrorKind::FieldNumberZero);
         }
@@ -266,25 +279,9 @@ impl<'a> Fields<'a> {
             return err(offset, WireErrorKind::FieldNumberTooLarge(number));
         }
         let number = number as u32;
-        let value = match wt {
-            WireType::Varint => Value::Varint(read_varint(self.buf, &mut self.pos, self.end)?),
-            WireType::Fixed64 => {
-                if self.end - self.pos < 8 {
-                    return err(self.pos, WireErrorKind::Truncated);
-                }
-                let v = u64::from_le_bytes(self.buf[self.pos..self.pos + 8].try_into().unwrap());
-                self.pos += 8;
-                Value::Fixed64(v)
-            }
-            WireType::Fixed32 => {
-                if self.end - self.pos < 4 {
-                    return err(self.pos, WireErrorKind::Truncated);
-                }
-                let v = u32::from_le_bytes(self.buf[self.pos..self.pos + 4].try_into().unwrap());
-                self.pos += 4;
-                Value::Fixed32(v)
-            }
-            WireType::Len => {
+        let value = match key & 7 {
+            0 => Value::Varint(read_varint(self.buf, &mut self.pos, self.end)?),
+            2 => {
                 let len_at = self.pos;
                 let len = read_varint(self.buf, &mut self.pos, self.end)?;
                 if len > (self.end - self.pos) as u64 {
@@ -294,11 +291,28 @@ impl<'a> Fields<'a> {
                 self.pos += len as usize;
                 Value::Len(s, self.pos)
             }
-            WireType::StartGroup => {
+            1 => {
+                if self.end - self.pos < 8 {
+                    return err(self.pos, WireErrorKind::Truncated);
+                }
+                let v = u64::from_le_bytes(self.buf[self.pos..self.pos + 8].try_into().unwrap());
+                self.pos += 8;
+                Value::Fixed64(v)
+            }
+            5 => {
+                if self.end - self.pos < 4 {
+                    return err(self.pos, WireErrorKind::Truncated);
+                }
+                let v = u32::from_le_bytes(self.buf[self.pos..self.pos + 4].try_into().unwrap());
+                self.pos += 4;
+                Value::Fixed32(v)
+            }
+            3 => {
                 self.skip_group(number as u64, offset)?;
                 Value::Group
             }
-            WireType::EndGroup => return err(offset, WireErrorKind::UnbalancedGroup),
+            4 => return err(offset, WireErrorKind::UnbalancedGroup),
+            t => return err(offset, WireErrorKind::InvalidWireType(t)),
         };
         Ok(Field {
             number,

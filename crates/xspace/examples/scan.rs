@@ -1,0 +1,154 @@
+//! Whole-process benchmark driver: aggregate every event of a capture by name (what the
+//! `aggregate_xplane_events` tool does), printing the top groups as JSON.
+//!
+//! `cargo run --release -p xprof-xspace --example scan -- CAPTURE [PLANE_REGEX] [EVENT_REGEX] [TOP_N]`
+//! where CAPTURE is an `.xplane.pb` file or a run directory (its first host is read).
+
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use xprof_xspace::XSpace;
+
+/// Duration statistics of one group; integer sums are exact.
+#[derive(Clone, Copy, Default)]
+struct Acc {
+    count: u64,
+    total: i128,
+    sumsq: i128,
+    min: i64,
+    max: i64,
+}
+
+impl Acc {
+    #[inline]
+    fn add(&mut self, d: i64) {
+        if self.count == 0 {
+            self.min = d;
+            self.max = d;
+        } else {
+            self.min = self.min.min(d);
+            self.max = self.max.max(d);
+        }
+        self.count += 1;
+        self.total += d as i128;
+        self.sumsq += (d as i128) * (d as i128);
+    }
+    fn merge(&mut self, o: &Acc) {
+        if o.count == 0 {
+            return;
+        }
+        if self.count == 0 {
+            *self = *o;
+            return;
+        }
+        self.count += o.count;
+        self.total += o.total;
+        self.sumsq += o.sumsq;
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(input) = args.first() else {
+        eprintln!("usage: scan CAPTURE [PLANE_REGEX] [EVENT_REGEX] [TOP_N]");
+        return std::process::ExitCode::from(2);
+    };
+    let plane_re = regex::Regex::new(args.get(1).map_or(".*", |s| s)).expect("plane regex");
+    let event_re = regex::Regex::new(args.get(2).map_or(".*", |s| s)).expect("event regex");
+    let top_n: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(50);
+    let mut path = PathBuf::from(input);
+    if path.is_dir() {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&path)
+            .expect("read run dir")
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.to_string_lossy().ends_with(".xplane.pb"))
+            .collect();
+        files.sort();
+        path = files
+            .into_iter()
+            .next()
+            .expect("no .xplane.pb in the directory");
+    }
+    let space = match XSpace::open(&path) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return std::process::ExitCode::from(4);
+        }
+    };
+    // Per line, accumulate by metadata id (the name is resolved once per id, not per event).
+    let lines: Vec<_> = space
+        .planes()
+        .filter(|p| plane_re.is_match(p.name()))
+        .flat_map(|p| p.lines())
+        .collect();
+    // Accumulate per line into a table indexed by the metadata's dense position (the last
+    // slot collects events whose metadata is missing), in parallel over lines.
+    let per_line: Vec<Vec<Acc>> = lines
+        .par_iter()
+        .map(|l| {
+            let plane = l.plane();
+            let unknown = plane.num_event_metadata();
+            let mut t = vec![Acc::default(); unknown + 1];
+            for e in l.events() {
+                let pos = plane
+                    .event_metadata_position(e.metadata_id())
+                    .unwrap_or(unknown);
+                t[pos].add(e.duration_ps());
+            }
+            t
+        })
+        .collect();
+    let mut by_name: HashMap<&str, Acc> = HashMap::new();
+    let mut scanned = 0u64;
+    for (l, t) in lines.iter().zip(&per_line) {
+        let plane = l.plane();
+        for (pos, acc) in t.iter().enumerate().filter(|(_, a)| a.count > 0) {
+            scanned += acc.count;
+            let name = match plane.event_metadata_at(pos) {
+                Some(md) if !md.display_name().is_empty() => md.display_name(),
+                Some(md) => md.name(),
+                None => "Unknown",
+            };
+            if event_re.is_match(name) {
+                by_name.entry(name).or_default().merge(acc);
+            }
+        }
+    }
+    let mut groups: Vec<(&str, Acc)> = by_name.into_iter().collect();
+    groups.sort_by(|a, b| b.1.total.cmp(&a.1.total).then(a.0.cmp(b.0)));
+    let total = groups.len();
+    let events: Vec<serde_json::Value> = groups
+        .iter()
+        .take(top_n)
+        .map(|(name, a)| {
+            let n = a.count as f64;
+            let mean = a.total as f64 / n;
+            let var = if a.count > 1 {
+                ((a.sumsq as f64) - (a.total as f64) * mean) / (n - 1.0)
+            } else {
+                0.0
+            };
+            serde_json::json!({
+                "event": name,
+                "count": a.count,
+                "total_duration_ps": a.total as i64,
+                "avg_duration_ps": mean,
+                "min_duration_ps": a.min,
+                "max_duration_ps": a.max,
+                "std_dev_ps": var.max(0.0).sqrt(),
+            })
+        })
+        .collect();
+    let out = serde_json::json!({
+        "total_event_types": total,
+        "shown": events.len(),
+        "events_scanned": scanned,
+        "events": events,
+    });
+    println!("{}", serde_json::to_string_pretty(&out).unwrap());
+    std::process::ExitCode::SUCCESS
+}
