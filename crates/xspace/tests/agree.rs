@@ -143,3 +143,66 @@ fn a_plane_filter_indexes_only_the_named_planes() {
     let full = XSpace::open(&path).unwrap();
     assert!(full.planes().len() > 1);
 }
+
+#[test]
+fn every_metadata_id_shifted_to_64_bits_still_reads() {
+    // The seed capture with every event/stat metadata id (and every reference to one) moved
+    // past 2^40, as in captures keyed by fingerprints: the tables fall back to hash maps.
+    let Some(corpus) = common::corpus() else {
+        return;
+    };
+    let path = corpus.join("fixtures/seed-v6e/logdir/plugins/profile/testrun/host0.xplane.pb");
+    let mut space = pb::XSpace::decode(std::fs::read(&path).unwrap().as_slice()).unwrap();
+    const SHIFT: i64 = 1 << 40;
+    fn shift_stats(stats: &mut [pb::XStat]) {
+        for s in stats {
+            s.metadata_id += SHIFT;
+            if let Some(pb::x_stat::Value::RefValue(r)) = &mut s.value {
+                *r += SHIFT as u64;
+            }
+        }
+    }
+    for p in &mut space.planes {
+        p.event_metadata = std::mem::take(&mut p.event_metadata)
+            .into_iter()
+            .map(|(k, mut m)| {
+                m.id += SHIFT;
+                shift_stats(&mut m.stats);
+                (k + SHIFT, m)
+            })
+            .collect();
+        p.stat_metadata = std::mem::take(&mut p.stat_metadata)
+            .into_iter()
+            .map(|(k, mut m)| {
+                m.id += SHIFT;
+                (k + SHIFT, m)
+            })
+            .collect();
+        shift_stats(&mut p.stats);
+        for l in &mut p.lines {
+            for e in &mut l.events {
+                e.metadata_id += SHIFT;
+                shift_stats(&mut e.stats);
+            }
+        }
+    }
+    let bytes = space.encode_to_vec();
+    let ours = XSpace::from_bytes(bytes).unwrap();
+    common::assert_agree(&ours, &space).unwrap();
+    assert!(ours.diagnostics().is_empty(), "{:?}", ours.diagnostics());
+    let tpu = ours.plane("/device:TPU:0").unwrap();
+    assert_eq!(
+        tpu.stat("peak_teraflops_per_second").unwrap().double(),
+        Some(946.7)
+    );
+    let ev = tpu
+        .line_by_name("XLA Ops")
+        .unwrap()
+        .events()
+        .next()
+        .unwrap();
+    assert!(ev.metadata_id() > SHIFT);
+    assert!(ev.name().starts_with("%matmul_optimized.1"));
+    assert!(ev.metadata_stat("hlo_category").is_some());
+    assert_ne!(ev.device_timespan(), ev.timespan());
+}
