@@ -249,3 +249,260 @@ impl Tool for GetMemoryViewer {
         Ok(with_capture(&s, &used, &[], body).into())
     }
 }
+
+/// The four memory tools end to end through the SDK (argument validation, capture block,
+/// no_data, error classes, nothing written into run directories).
+#[cfg(test)]
+mod memory_tool_tests {
+    use std::path::{Path, PathBuf};
+
+    use serde_json::{Value, json};
+    use xprof_plugin_api::sdk::{invoke_json, testing};
+    use xprof_proto::prost::Message;
+    use xprof_proto::xplane::{XEvent, XEventMetadata, XLine, XPlane, XSpace};
+
+    const KRATE: &str = env!("CARGO_CRATE_NAME");
+    const TOOLS: &[&str] = &[
+        "get_memory_profile",
+        "get_memory_viewer",
+        "get_peak_allocations",
+        "detect_unfused_reshapes",
+    ];
+
+    fn call(tool: &str, args: Value) -> Result<Value, xprof_plugin_api::ToolError> {
+        invoke_json(KRATE, tool, &args.to_string(), "{}").map(|env| env["result"].clone())
+    }
+
+    fn run_dirs() -> Vec<PathBuf> {
+        let mut stack = vec![testing::workspace_root(env!("CARGO_MANIFEST_DIR")).join("fixtures")];
+        stack.extend(testing::corpus(env!("CARGO_MANIFEST_DIR")).map(|c| c.join("fixtures")));
+        let mut out = Vec::new();
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.to_string_lossy().ends_with(".xplane.pb") {
+                    out.push(d.clone());
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    fn listing(d: &Path) -> Vec<std::ffi::OsString> {
+        let mut v: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn every_memory_tool_answers_on_every_fixture_and_writes_nothing() {
+        let dirs = run_dirs();
+        assert!(!dirs.is_empty());
+        for dir in &dirs {
+            let before = listing(dir);
+            for tool in TOOLS {
+                let r = call(tool, json!({"path": dir.display().to_string()}))
+                    .unwrap_or_else(|e| panic!("{tool} on {}: {e}", dir.display()));
+                let obj = r.as_object().unwrap();
+                assert_eq!(
+                    obj.keys().next().map(String::as_str),
+                    Some("capture"),
+                    "{tool}"
+                );
+                if obj.get("status").and_then(Value::as_str) == Some("no_data") {
+                    assert!(obj["reason"].as_str().is_some_and(|s| !s.is_empty()));
+                    assert!(!obj["capture_flags"].as_array().unwrap().is_empty());
+                }
+            }
+            assert_eq!(before, listing(dir), "{}", dir.display());
+        }
+    }
+
+    #[test]
+    fn detect_unfused_reshapes_on_the_seed_capture_row_37() {
+        let Some(c) = testing::corpus(env!("CARGO_MANIFEST_DIR")) else {
+            return;
+        };
+        let r = call(
+            "detect_unfused_reshapes",
+            json!({"path": c.join("fixtures/seed-v6e/logdir").display().to_string()}),
+        )
+        .unwrap();
+        assert!(r.get("error").is_none());
+        assert_eq!(r["bottlenecks_found"], false);
+        assert_eq!(r["inefficient_ops"], json!([]));
+    }
+
+    #[test]
+    fn memory_profile_of_the_seed_capture_and_no_data_without_allocator_events() {
+        let Some(c) = testing::corpus(env!("CARGO_MANIFEST_DIR")) else {
+            return;
+        };
+        let r = call(
+            "get_memory_profile",
+            json!({"path": c.join("fixtures/seed-v6e/logdir").display().to_string()}),
+        )
+        .unwrap();
+        assert_eq!(r["peak"]["peak_bytes_in_use"], 51_333_120);
+        assert_eq!(r["peak"]["memory_capacity_bytes"], 33_550_235_648u64);
+        assert_eq!(r["memory_capacity_gib"], 31.25);
+        assert_eq!(r["peak_usage_details"]["utilization_percent"], 0.16);
+        let r = call(
+            "get_memory_profile",
+            json!({"path": c.join("fixtures/jax-cpu/logdir").display().to_string(), "run": "matmul"}),
+        )
+        .unwrap();
+        assert_eq!(r["status"], "no_data");
+        assert!(r["reason"].as_str().unwrap().contains("MemoryAllocation"));
+    }
+
+    /// A run directory holding one synthetic host (and optionally more files).
+    fn scratch(space: &XSpace) -> (tempfile::TempDir, PathBuf) {
+        let t = tempfile::tempdir().unwrap();
+        let run = t.path().join("plugins/profile/run");
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::write(run.join("host0.xplane.pb"), space.encode_to_vec()).unwrap();
+        (t, run)
+    }
+
+    fn host_only() -> XSpace {
+        let mut plane = XPlane {
+            id: 1,
+            name: "/host:CPU".into(),
+            ..Default::default()
+        };
+        plane.event_metadata.insert(
+            1,
+            XEventMetadata {
+                id: 1,
+                name: "work".into(),
+                ..Default::default()
+            },
+        );
+        plane.lines.push(XLine {
+            id: 1,
+            name: "main".into(),
+            events: vec![XEvent {
+                metadata_id: 1,
+                duration_ps: 10,
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        XSpace {
+            planes: vec![plane],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn no_data_names_what_the_capture_lacks() {
+        let (_t, run) = scratch(&host_only());
+        let p = run.display().to_string();
+        let r = call("get_memory_profile", json!({"path": p})).unwrap();
+        assert_eq!(r["status"], "no_data");
+        assert!(r["reason"].as_str().unwrap().contains("/host:CPU"));
+        for tool in [
+            "get_memory_viewer",
+            "get_peak_allocations",
+            "detect_unfused_reshapes",
+        ] {
+            let r = call(tool, json!({"path": p})).unwrap();
+            assert_eq!(r["status"], "no_data", "{tool}");
+            assert!(
+                r["reason"].as_str().unwrap().contains("Hlo Proto"),
+                "{tool}"
+            );
+        }
+        // No /host:CPU plane at all.
+        let mut space = host_only();
+        space.planes[0].name = "/device:TPU:0".into();
+        let (_t2, run2) = scratch(&space);
+        let r = call(
+            "get_memory_profile",
+            json!({"path": run2.display().to_string()}),
+        )
+        .unwrap();
+        assert_eq!(r["status"], "no_data");
+        assert!(r["reason"].as_str().unwrap().contains("no /host:CPU plane"));
+    }
+
+    #[test]
+    fn bad_inputs_give_the_convention_error_classes() {
+        let err = |tool: &str, args: Value| {
+            let e = call(tool, args).expect_err("expected an error");
+            (e.kind.as_str(), e.message, e.hint.unwrap_or_default())
+        };
+        // Empty capture file: invalid value naming it, with a hint.
+        let t = tempfile::tempdir().unwrap();
+        let run = t.path().join("plugins/profile/empty");
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::write(run.join("host0.xplane.pb"), b"").unwrap();
+        for tool in TOOLS {
+            let (k, m, h) = err(tool, json!({"path": run.display().to_string()}));
+            assert_eq!(k, "invalid_value", "{tool}: {m}");
+            assert!(m.contains("host0.xplane.pb"), "{tool}: {m}");
+            assert!(!h.is_empty(), "{tool}");
+        }
+        // Missing capture: path error.
+        for tool in TOOLS {
+            let (k, _, _) = err(tool, json!({"path": "/nonexistent/xprof/capture"}));
+            assert_eq!(k, "path", "{tool}");
+        }
+        // A corrupt module file: invalid value naming it.
+        let (_t2, run2) = scratch(&host_only());
+        std::fs::write(
+            run2.join("jit_x(3).hlo_proto.pb"),
+            b"\x0a\xff\xff\xff\xff\x0f",
+        )
+        .unwrap();
+        let p2 = run2.display().to_string();
+        let (k, m, _) = err(
+            "get_memory_viewer",
+            json!({"path": p2, "module_name": "jit_x(3)"}),
+        );
+        assert_eq!(k, "invalid_value");
+        assert!(m.contains("jit_x(3).hlo_proto.pb"), "{m}");
+        let (k, _, _) = err("get_peak_allocations", json!({"path": p2}));
+        assert_eq!(k, "invalid_value");
+        // Bad argument values.
+        let fixtures =
+            testing::workspace_root(env!("CARGO_MANIFEST_DIR")).join("fixtures/jax-cpu/logdir");
+        let p = fixtures.display().to_string();
+        let (k, m, h) = err(
+            "get_memory_viewer",
+            json!({"path": p, "run": "matmul", "module_name": "jit_nope"}),
+        );
+        assert_eq!(k, "invalid_value");
+        assert!(h.contains("jit_matmul(0)"), "{m} / {h}");
+        let (k, _, _) = err(
+            "get_memory_viewer",
+            json!({"path": p, "run": "matmul", "module_name": "jit_matmul(0)", "memory_space": "-1"}),
+        );
+        assert_eq!(k, "invalid_value");
+        let (k, _, _) = err(
+            "get_peak_allocations",
+            json!({"path": p, "run": "matmul", "min_size_mib": -2}),
+        );
+        assert_eq!(k, "invalid_value");
+        let (k, m, _) = err(
+            "get_memory_profile",
+            json!({"path": p, "run": "matmul", "host": "nohost"}),
+        );
+        assert_ne!(k, "internal");
+        assert!(m.contains("nohost"), "{m}");
+        let (k, _, _) = err(
+            "get_memory_viewer",
+            json!({"path": p, "run": "matmul", "bogus": 1}),
+        );
+        assert_eq!(k, "usage");
+    }
+}
