@@ -552,12 +552,28 @@ impl ServerHandler for XprofMcp {
         .await;
         Ok(match joined {
             Ok(Ok(env)) => {
+                // Over 10 MB the result goes to a file, as on the CLI: no client or model wants
+                // that much inline, and the envelope says where it is.
+                let big = env.result.to_string().len() > crate::output::SPILL_BYTES;
+                let result = if big {
+                    match crate::output::render(&t.name, &env.result, &env.content_type, "json")
+                        .and_then(|s| {
+                            serde_json::from_str::<Value>(&s).map_err(|e| {
+                                ToolError::internal(format!("re-reading the spill envelope: {e}"))
+                            })
+                        }) {
+                        Ok(v) => v,
+                        Err(e) => return Ok(Self::error_result(&t.name, &e)),
+                    }
+                } else {
+                    env.result
+                };
                 // structuredContent must be an object; every tool returns one, but a
                 // misbehaving plugin must not make the reply invalid.
-                let v = if env.result.is_object() {
-                    env.result
+                let v = if result.is_object() {
+                    result
                 } else {
-                    json!({"result": env.result})
+                    json!({"result": result})
                 };
                 CallToolResult::structured(v).into()
             }
