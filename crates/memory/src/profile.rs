@@ -84,6 +84,17 @@ pub struct Snapshot {
     pub time_offset_ps: i64,
     pub stats: AggregationStats,
     pub meta: ActivityMetadata,
+    /// Which aggregation stats the event carried (XProf reads an absent one as 0).
+    pub present: Present,
+}
+
+/// Whether an allocator event carried each aggregation stat.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Present {
+    pub stack_reserved: bool,
+    pub heap_allocated: bool,
+    pub free_memory: bool,
+    pub fragmentation: bool,
 }
 
 /// `MemoryProfileSummary`.
@@ -97,6 +108,8 @@ pub struct Summary {
     pub peak_stats_time_ps: i64,
     /// stack + heap + free at the peak.
     pub memory_capacity: i64,
+    /// Which stats the peak snapshot's event carried.
+    pub peak_present: Present,
 }
 
 /// `ActiveAllocation`: a row of the breakdown at the peak.
@@ -282,6 +295,7 @@ fn collect(plane: &Plane<'_>, out: &mut MemoryProfile) {
             };
             let mut s = Snapshot {
                 time_offset_ps: ev.offset_ps(),
+                present: Present::default(),
                 stats: AggregationStats::default(),
                 meta: ActivityMetadata {
                     memory_activity: activity,
@@ -300,12 +314,16 @@ fn collect(plane: &Plane<'_>, out: &mut MemoryProfile) {
                     memory_id = text();
                 } else if is(ids.bytes_reserved, k) {
                     s.stats.stack_reserved_bytes = int();
+                    s.present.stack_reserved = true;
                 } else if is(ids.bytes_allocated, k) {
                     s.stats.heap_allocated_bytes = int();
+                    s.present.heap_allocated = true;
                 } else if is(ids.bytes_available, k) {
                     s.stats.free_memory_bytes = int();
+                    s.present.free_memory = true;
                 } else if is(ids.fragmentation, k) {
                     s.stats.fragmentation = st.double().unwrap_or(0.0);
+                    s.present.fragmentation = true;
                 } else if is(ids.peak_bytes_in_use, k) {
                     s.stats.peak_bytes_in_use = int();
                 } else if is(ids.requested_bytes, k) {
@@ -361,6 +379,7 @@ fn summarize(snapshots: &[Snapshot]) -> Summary {
             sum.peak_stats.peak_bytes_in_use = s.stats.in_use();
             sum.peak_stats_time_ps = s.time_offset_ps;
             sum.memory_capacity = s.stats.in_use().saturating_add(s.stats.free_memory_bytes);
+            sum.peak_present = s.present;
         }
     }
     sum
@@ -677,24 +696,58 @@ impl MemoryProfile {
         };
         let peak = self.peak_allocator()?;
         let ps = &peak.summary.peak_stats;
-        let cap_gib = round(self.max_capacity().unwrap_or(0) as f64 / GIB, 2);
+        let has = peak.summary.peak_present;
         let peak_gib = round(ps.peak_bytes_in_use as f64 / GIB, 2);
-        let util = if cap_gib > 0.0 {
-            Value::from(round(peak_gib / cap_gib * 100.0, 2))
+        let mut top = Map::new();
+        let mut details = Map::new();
+        // Without `bytes_available` XProf's capacity is just stack + heap (a placeholder): say
+        // so instead of printing a capacity that makes every peak look like 100 %.
+        if has.free_memory {
+            let cap_gib = round(self.max_capacity().unwrap_or(0) as f64 / GIB, 2);
+            top.insert("memory_capacity_gib".into(), json!(cap_gib));
+            details.insert(
+                "free_memory_gib".into(),
+                json!(round(ps.free_memory_bytes as f64 / GIB, 4)),
+            );
+            let util = if cap_gib > 0.0 {
+                Value::from(round(peak_gib / cap_gib * 100.0, 2))
+            } else {
+                Value::Null
+            };
+            details.insert("utilization_percent".into(), util);
         } else {
-            Value::Null
-        };
-        Some(json!({
-            "memory_capacity_gib": cap_gib,
-            "peak_memory_usage_gib": peak_gib,
-            "peak_usage_details": {
-                "stack_reservation_gib": round(ps.stack_reserved_bytes as f64 / GIB, 4),
-                "heap_allocation_gib": round(ps.heap_allocated_bytes as f64 / GIB, 4),
-                "free_memory_gib": round(ps.free_memory_bytes as f64 / GIB, 4),
-                "fragmentation_percent": round(ps.fragmentation * 100.0, 2),
-                "utilization_percent": util,
-            },
-        }))
+            let why = "the allocator events carry no `bytes_available` stat, so free memory and \
+                       capacity are unknown";
+            top.insert("memory_capacity_gib".into(), Value::Null);
+            top.insert("memory_capacity_gib_reason".into(), json!(why));
+            details.insert("free_memory_gib".into(), Value::Null);
+            details.insert("free_memory_gib_reason".into(), json!(why));
+            details.insert("utilization_percent".into(), Value::Null);
+            details.insert("utilization_percent_reason".into(), json!(why));
+        }
+        top.insert("peak_memory_usage_gib".into(), json!(peak_gib));
+        details.insert(
+            "stack_reservation_gib".into(),
+            json!(round(ps.stack_reserved_bytes as f64 / GIB, 4)),
+        );
+        details.insert(
+            "heap_allocation_gib".into(),
+            json!(round(ps.heap_allocated_bytes as f64 / GIB, 4)),
+        );
+        if has.fragmentation {
+            details.insert(
+                "fragmentation_percent".into(),
+                json!(round(ps.fragmentation * 100.0, 2)),
+            );
+        } else {
+            details.insert("fragmentation_percent".into(), Value::Null);
+            details.insert(
+                "fragmentation_percent_reason".into(),
+                json!("the allocator events carry no `fragmentation` stat"),
+            );
+        }
+        top.insert("peak_usage_details".into(), Value::Object(details));
+        Some(Value::Object(top))
     }
 
     /// The largest `memory_capacity` over allocators.

@@ -166,6 +166,7 @@ fn timeline_sampling_is_a_max_box_filter() {
                 ..Default::default()
             },
             meta: Default::default(),
+            present: Default::default(),
         })
         .collect();
     // 5 points into 2: one box of width 2 ([5, 9] → 9), one of width 3 ([1, 7, 3] → 7).
@@ -619,4 +620,47 @@ fn a_fusion_counts_as_compute_only_when_its_body_computes() {
     assert_eq!(flagged, [("transpose.1", true), ("copy.2", false)]);
     assert_eq!(f[0].users[0].fused_compute, Some(true));
     assert_eq!(f[1].users[0].fused_compute, Some(false));
+}
+
+#[test]
+fn absent_allocator_stats_are_null_with_a_reason_not_zero() {
+    // Heap and stack only: no bytes_available, no fragmentation.
+    let bytes = XSpaceBuilder::new()
+        .plane("/host:CPU", |p| {
+            p.line("main", |l| {
+                l.event("MemoryAllocation", 10, 0)
+                    .stat("allocator_name", "GPU_0_bfc")
+                    .stat("addr", 1i64)
+                    .stat("allocation_bytes", 1i64 << 30)
+                    .stat("bytes_allocated", 1i64 << 30)
+                    .stat("bytes_reserved", 0i64)
+            })
+        })
+        .to_bytes();
+    let p = profile::build(&XSpace::from_bytes(bytes).unwrap());
+    let s = p.seed_summary().unwrap();
+    assert_eq!(s["peak_memory_usage_gib"], 1.0);
+    assert!(s["memory_capacity_gib"].is_null());
+    assert!(
+        s["memory_capacity_gib_reason"]
+            .as_str()
+            .unwrap()
+            .contains("bytes_available")
+    );
+    let d = &s["peak_usage_details"];
+    assert!(d["fragmentation_percent"].is_null());
+    assert!(
+        d["fragmentation_percent_reason"]
+            .as_str()
+            .unwrap()
+            .contains("fragmentation")
+    );
+    assert!(d["utilization_percent"].is_null());
+    assert_eq!(d["heap_allocation_gib"], 1.0);
+
+    // With the stats present, the seed's numbers: 3600 B of 10 000 B.
+    let p = profile::build(&XSpace::from_bytes(allocator_capture()).unwrap());
+    let s = p.seed_summary().unwrap();
+    assert_eq!(s["peak_usage_details"]["fragmentation_percent"], 25.0);
+    assert_eq!(s["memory_capacity_gib"], 0.0);
 }

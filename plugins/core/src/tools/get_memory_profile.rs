@@ -133,11 +133,12 @@ impl Tool for GetMemoryProfile {
         }
         let mut exact = allocator_json(peak);
         exact["memory_capacity_bytes_max"] = json!(capacity);
-        exact["utilization_percent_exact"] = if peak.summary.memory_capacity > 0 {
-            json!(ps.peak_bytes_in_use as f64 / peak.summary.memory_capacity as f64 * 100.0)
-        } else {
-            Value::Null
-        };
+        exact["utilization_percent_exact"] =
+            if peak.summary.peak_present.free_memory && peak.summary.memory_capacity > 0 {
+                json!(ps.peak_bytes_in_use as f64 / peak.summary.memory_capacity as f64 * 100.0)
+            } else {
+                Value::Null
+            };
         exact["tie_rule"] = json!("among snapshots with equal peak usage, the latest in time");
         if let Some(rows) = exact.as_object_mut() {
             rows.remove("active_allocations_at_peak");
