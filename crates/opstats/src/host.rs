@@ -31,11 +31,7 @@ fn named_framework_ops(plane: &Plane) -> Vec<Option<(String, String)>> {
 }
 
 /// One line's framework ops: `(name, type, eager)` activities nested by time.
-fn framework_line_db(
-    plane: &Plane,
-    line: &Line,
-    named: &[Option<(String, String)>],
-) -> Option<OpMetricsDb> {
+fn framework_line_db(line: &Line, named: &[Option<(String, String)>]) -> Option<OpMetricsDb> {
     struct Act {
         ts: i64,
         id: u32,
@@ -119,7 +115,7 @@ pub fn framework_op_db(plane: &Plane) -> OpMetricsDb {
     let named = named_framework_ops(plane);
     let mut c = DbCombiner::new();
     for line in plane.lines.iter().filter(|l| !is_derived_line(l.id)) {
-        if let Some(db) = framework_line_db(plane, line, &named) {
+        if let Some(db) = framework_line_db(line, &named) {
             c.combine(&db, false);
         }
     }
