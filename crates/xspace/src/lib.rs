@@ -229,10 +229,25 @@ fn i(v: u64) -> i64 {
 }
 
 /// Validate one XStat message (every oneof member's wire type, strings' UTF-8).
-#[inline]
+#[inline(always)]
 fn validate_stat(buf: &[u8], s: usize, e: usize) -> WireResult<()> {
-    for f in Fields::new(buf, s, e) {
-        let f = f?;
+    let mut p = s;
+    while p < e {
+        // Fast path: the one-byte tags of XStat's fields with their schema wire types.
+        match buf[p] {
+            0x08 | 0x18 | 0x20 | 0x38 => {
+                p += 1;
+                wire::read_varint(buf, &mut p, e)?;
+                continue;
+            }
+            0x11 if e - p > 8 => {
+                p += 9;
+                continue;
+            }
+            _ => {}
+        }
+        let (f, next) = Fields::field_at(buf, p, e)?;
+        p = next;
         match f.number {
             1 => drop(f.varint("metadata_id")?),
             2 => drop(f.fixed64("double_value")?),
@@ -249,11 +264,26 @@ fn validate_stat(buf: &[u8], s: usize, e: usize) -> WireResult<()> {
 }
 
 /// Validate one XEvent; returns its metadata id.
-#[inline]
-fn validate_event(buf: &[u8], s: usize, e: usize, stat_n: &mut usize) -> WireResult<i64> {
+#[inline(always)]
+fn validate_event(buf: &[u8], s: usize, e: usize) -> WireResult<i64> {
     let mut metadata_id = 0;
-    for f in Fields::new(buf, s, e) {
-        let f = f?;
+    let mut p = s;
+    while p < e {
+        match buf[p] {
+            0x08 => {
+                p += 1;
+                metadata_id = i(wire::read_varint(buf, &mut p, e)?);
+                continue;
+            }
+            0x10 | 0x18 | 0x28 => {
+                p += 1;
+                wire::read_varint(buf, &mut p, e)?;
+                continue;
+            }
+            _ => {}
+        }
+        let (f, next) = Fields::field_at(buf, p, e)?;
+        p = next;
         match f.number {
             1 => metadata_id = i(f.varint("metadata_id")?),
             2 => drop(f.varint("offset_ps")?),
@@ -262,7 +292,6 @@ fn validate_event(buf: &[u8], s: usize, e: usize, stat_n: &mut usize) -> WireRes
             4 => {
                 let (ss, se) = f.len("stats")?;
                 validate_stat(buf, ss, se)?;
-                *stat_n += 1;
             }
             _ => {}
         }
@@ -306,8 +335,7 @@ fn parse_line(
         r.ctx(|| format!("{plane_ctx}.lines[{li}]"))?;
         if f.number == 4 {
             let (es, ee) = f.len("events").ctx(|| format!("{plane_ctx}.lines[{li}]"))?;
-            let mut stat_n = 0;
-            let mid = validate_event(buf, es, ee, &mut stat_n)
+            let mid = validate_event(buf, es, ee)
                 .ctx(|| format!("{plane_ctx}.lines[{li}].events[{}]", l.num_events))?;
             if meta.get(mid).is_none() {
                 missing_meta += 1;
@@ -894,7 +922,7 @@ impl<'a> Line<'a> {
     pub fn events(&self) -> Events<'a> {
         Events {
             line: *self,
-            fields: Fields::new(&self.plane.space.buf, self.d.msg.0, self.d.msg.1),
+            pos: self.d.msg.0,
             remaining: self.d.num_events,
         }
     }
@@ -903,7 +931,7 @@ impl<'a> Line<'a> {
 /// Iterator over a line's events.
 pub struct Events<'a> {
     line: Line<'a>,
-    fields: Fields<'a>,
+    pos: usize,
     remaining: usize,
 }
 
@@ -911,15 +939,25 @@ impl<'a> Iterator for Events<'a> {
     type Item = Event<'a>;
     #[inline]
     fn next(&mut self) -> Option<Event<'a>> {
-        // Validated at open, so the fields cannot fail; `flatten` only satisfies the types.
-        for f in self.fields.by_ref().flatten() {
-            if f.number == 4
-                && let wire::Value::Len(s, e) = f.value
-            {
+        // Validated at open, so the fields cannot fail. Fast path: the one-byte `events` tag.
+        let buf: &'a [u8] = &self.line.plane.space.buf;
+        let (end, mut p) = (self.line.d.msg.1, self.pos);
+        while p < end {
+            if buf[p] == 0x22 {
+                p += 1;
+                let len = wire::read_varint_trusted(buf, &mut p) as usize;
+                let s = p;
+                p += len;
+                self.pos = p;
                 self.remaining = self.remaining.saturating_sub(1);
-                return Some(decode_event(self.line, s, e));
+                return Some(decode_event(self.line, s, p));
+            }
+            match Fields::field_at(buf, p, end) {
+                Ok((_, next)) => p = next,
+                Err(_) => break,
             }
         }
+        self.pos = end;
         None
     }
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -950,15 +988,31 @@ fn decode_event<'a>(line: Line<'a>, s: usize, e: usize) -> Event<'a> {
         data: EventData::None,
         duration_ps: 0,
     };
-    for f in Fields::new(buf, s, e).flatten() {
-        if let wire::Value::Varint(v) = f.value {
-            match f.number {
-                1 => ev.metadata_id = i(v),
-                2 => ev.data = EventData::OffsetPs(i(v)),
-                3 => ev.duration_ps = i(v),
-                5 => ev.data = EventData::NumOccurrences(i(v)),
-                _ => {}
+    // Validated at open: one-byte tags of known fields are read directly; anything else goes
+    // through the general decoder (which cannot fail here).
+    let mut p = s;
+    while p < e {
+        let tag = buf[p];
+        match tag {
+            0x08 | 0x10 | 0x18 | 0x28 => {
+                p += 1;
+                let v = i(wire::read_varint_trusted(buf, &mut p));
+                match tag {
+                    0x08 => ev.metadata_id = v,
+                    0x10 => ev.data = EventData::OffsetPs(v),
+                    0x18 => ev.duration_ps = v,
+                    _ => ev.data = EventData::NumOccurrences(v),
+                }
             }
+            0x22 => {
+                p += 1;
+                let len = wire::read_varint_trusted(buf, &mut p) as usize;
+                p += len;
+            }
+            _ => match Fields::field_at(buf, p, e) {
+                Ok((_, next)) => p = next,
+                Err(_) => break,
+            },
         }
     }
     ev

@@ -267,6 +267,20 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// The absolute position of the next field.
+    #[inline]
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+
+    /// Decode the single field at `pos` (for fast paths that fall back to the general case).
+    #[inline]
+    pub fn field_at(buf: &'a [u8], pos: usize, end: usize) -> WireResult<(Field, usize)> {
+        let mut f = Fields::new(buf, pos, end);
+        let field = f.next_field()?;
+        Ok((field, f.pos))
+    }
+
     #[inline(always)]
     fn next_field(&mut self) -> WireResult<Field> {
         let offset = self.pos;
@@ -378,6 +392,24 @@ impl Iterator for Fields<'_> {
         }
         Some(r)
     }
+}
+
+/// Read a varint that open-time validation already checked (no error path): stops at the
+/// first byte < 0x80 or after ten bytes.
+#[inline(always)]
+pub fn read_varint_trusted(buf: &[u8], pos: &mut usize) -> u64 {
+    let mut result = 0u64;
+    let mut p = *pos;
+    for k in 0..10 {
+        let Some(&b) = buf.get(p) else { break };
+        p += 1;
+        result |= ((b & 0x7f) as u64) << (7 * k);
+        if b < 0x80 {
+            break;
+        }
+    }
+    *pos = p;
+    result
 }
 
 /// Iterate a `repeated int64` field value, packed (`Len`) or not (`Varint`), calling `f`.
