@@ -4,11 +4,10 @@
 use std::collections::HashMap;
 
 use serde_json::{Map, json};
-use xprof_proto::xplane::{XSpace, x_stat};
+use xprof_xspace::{StatValue, XSpace};
 
 use crate::counter_ids::*;
 use crate::table::Table;
-use crate::xstat::{PlaneStats, double_of, int_of, uint_of};
 
 pub const PERF_COLUMNS: &[&str] = &[
     "Host",
@@ -45,42 +44,38 @@ pub fn perf_counters_with_presence(hosts: &[(String, XSpace)]) -> (Table, Counte
     let mut t = Table::new(PERF_COLUMNS);
     let mut pres = CounterPresence::default();
     for (host, space) in hosts {
-        for plane in space.planes.iter().filter(|p| is_device_plane(&p.name)) {
+        for plane in space.planes().filter(|p| is_device_plane(p.name())) {
             pres.device_planes += 1;
-            let ps = PlaneStats::new(plane);
-            let Some(chip) = ps
-                .plane_stat("global_chip_id")
-                .and_then(int_of)
-                .or_else(|| ps.plane_stat("device_id").and_then(int_of))
+            let Some(chip) = plane
+                .stat("global_chip_id")
+                .and_then(|s| s.int())
+                .or_else(|| plane.stat("device_id").and_then(|s| s.int()))
             else {
                 continue;
             };
             pres.planes_with_chip_id += 1;
-            let Some(cv) = ps.id("counter_value") else {
+            let Some(cv) = plane.stat_id("counter_value") else {
                 continue;
             };
-            for line in &plane.lines {
-                for e in &line.events {
-                    let Some(v) = e.stats.iter().find(|s| s.metadata_id == cv) else {
+            for line in plane.lines() {
+                for e in line.events() {
+                    // XProf reads the event's own stats here (`GetStat`, no metadata).
+                    let Some(v) = e.stat_by_id(cv) else {
                         continue;
                     };
                     pres.counter_events += 1;
-                    let value = uint_of(v).unwrap_or(0);
-                    let text = |name: &str| {
-                        ps.find(&e.stats, name)
-                            .and_then(|s| ps.str_of(s))
-                            .unwrap_or("")
-                            .to_string()
-                    };
+                    let value = v
+                        .uint()
+                        .or_else(|| v.double().map(|d| d as u64))
+                        .unwrap_or(0);
+                    let text =
+                        |name: &str| e.stat(name).and_then(|s| s.str()).unwrap_or("").to_string();
                     let mut r = Map::new();
                     r.insert("Host".into(), json!(host));
                     r.insert("Chip".into(), json!(chip));
-                    r.insert("Kernel".into(), json!(line.name));
-                    r.insert("Sample".into(), json!(line.id));
-                    r.insert(
-                        "Counter".into(),
-                        json!(ps.event_name(e).to_ascii_lowercase()),
-                    );
+                    r.insert("Kernel".into(), json!(line.name()));
+                    r.insert("Sample".into(), json!(line.id()));
+                    r.insert("Counter".into(), json!(e.name().to_ascii_lowercase()));
                     r.insert("Value".into(), json!(value));
                     r.insert("Value_hex".into(), json!(format!("0x{value:x}")));
                     r.insert(
@@ -369,46 +364,44 @@ pub fn utilization_viewer(hosts: &[(String, XSpace)]) -> Table {
     let mut t = Table::new(UTILIZATION_COLUMNS);
     for (_, space) in hosts {
         for plane in space
-            .planes
-            .iter()
-            .filter(|p| p.name.starts_with("/device:TPU:"))
+            .planes()
+            .filter(|p| p.name().starts_with("/device:TPU:"))
         {
-            let ps = PlaneStats::new(plane);
-            let Some(device) = ps.plane_stat("device_id").and_then(int_of) else {
+            let Some(device) = plane.stat("device_id").and_then(|s| s.int()) else {
                 continue;
             };
-            let dt = ps
-                .plane_stat("device_type_string")
-                .and_then(|s| ps.str_of(s))
+            let dt = plane
+                .stat("device_type_string")
+                .and_then(|s| s.str())
                 .unwrap_or("");
             let g = match dt {
                 "TPU v7x" => Gen::V7x,
                 "TPU v6 Lite" => Gen::V6e,
                 _ => continue,
             };
-            for line in &plane.lines {
+            for line in plane.lines() {
                 let mut values = HashMap::new();
-                for e in &line.events {
-                    let mut id = ps
-                        .event_stat(e, "performance_counter_id")
-                        .and_then(uint_of)
+                for e in line.events() {
+                    let mut id = e
+                        .stat_or_metadata("performance_counter_id")
+                        .and_then(|s| s.uint())
                         .unwrap_or(0);
                     if id == 0 {
-                        id = e.metadata_id as u64;
+                        id = e.metadata_id() as u64;
                     }
-                    let Some(v) = ps.event_stat(e, "counter_value") else {
+                    let Some(v) = e.stat_or_metadata("counter_value") else {
                         continue;
                     };
                     // XProf: the double value when non-zero, else the integer value.
                     let value = match v.value {
-                        Some(x_stat::Value::DoubleValue(d)) if d != 0.0 => {
+                        StatValue::Double(d) if d != 0.0 => {
                             if d < 0.0 {
                                 0
                             } else {
                                 d as u64
                             }
                         }
-                        _ => uint_of(v).unwrap_or_else(|| double_of(v).unwrap_or(0.0) as u64),
+                        _ => v.uint().unwrap_or(0),
                     };
                     if id != 0 {
                         values.insert(id, value);
@@ -421,7 +414,7 @@ pub fn utilization_viewer(hosts: &[(String, XSpace)]) -> Table {
                 let mut rows = Rows {
                     t: &mut t,
                     device,
-                    sample: line.id,
+                    sample: line.id(),
                 };
                 for core in 0..g.tc_cores() {
                     tc_units(&c, g, core, &mut rows);

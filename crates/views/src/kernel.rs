@@ -6,10 +6,9 @@ use std::collections::HashMap;
 
 use serde_json::{Map, json};
 use xprof_opstats::tfop::parse_tf_op;
-use xprof_proto::xplane::XSpace;
+use xprof_xspace::XSpace;
 
 use crate::table::Table;
-use crate::xstat::PlaneStats;
 
 /// XProf keeps the 1000 longest kernels.
 pub const MAX_KERNELS: usize = 1000;
@@ -238,26 +237,24 @@ pub fn kernel_stats(hosts: &[(String, XSpace)]) -> KernelStats {
     let mut map: HashMap<KernelKey, KernelReport> = HashMap::new();
     for (_, space) in hosts {
         for plane in space
-            .planes
-            .iter()
-            .filter(|p| p.name.starts_with("/device:GPU:"))
+            .planes()
+            .filter(|p| p.name().starts_with("/device:GPU:"))
         {
             out.gpu_planes += 1;
-            let ps = PlaneStats::new(plane);
-            for line in plane.lines.iter().filter(|l| !is_derived_line(l.id)) {
-                for e in &line.events {
-                    let dur_ns = (e.duration_ps / 1000).max(0) as u64;
+            for line in plane.lines().filter(|l| !is_derived_line(l.id())) {
+                for e in line.events() {
+                    let dur_ns = (e.duration_ps() / 1000).max(0) as u64;
                     if dur_ns == 0 {
                         continue;
                     }
-                    let text =
-                        |n: &str| ps.event_stat(e, n).and_then(|s| ps.str_of(s)).unwrap_or("");
+                    // XProf's GpuEventStats visits the event's and its metadata's stats.
+                    let text = |n: &str| e.stat_or_metadata(n).and_then(|s| s.str()).unwrap_or("");
                     let details = text("kernel_details");
                     if details.is_empty() {
                         continue;
                     }
                     out.kernel_events += 1;
-                    let name = ps.event_name(e).to_string();
+                    let name = e.name().to_string();
                     let mut key = KernelKey {
                         is_kernel_using_tensor_core: is_kernel_using_tensor_core(&name),
                         name,

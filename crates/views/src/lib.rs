@@ -36,6 +36,5 @@ pub mod megascale;
 pub mod pod;
 pub mod suggestions;
 pub mod table;
-pub mod xstat;
 
 pub use load::{HostData, LoadedRun};

@@ -9,7 +9,8 @@ use rayon::prelude::*;
 use xprof_opstats::OpStats;
 use xprof_opstats::load::LoadError;
 use xprof_opstats::model::{HostSpace, StatKey};
-use xprof_proto::xplane::XSpace;
+pub use xprof_xspace::XSpace;
+use xprof_xspace::{ReadOptions, XSpaceError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ViewLoadError {
@@ -22,11 +23,8 @@ pub enum ViewLoadError {
     },
     #[error("{} is empty (0 bytes), not an XSpace", path.display())]
     Empty { path: PathBuf },
-    #[error("{} is not a valid XSpace protobuf: {source}", path.display())]
-    Decode {
-        path: PathBuf,
-        source: prost::DecodeError,
-    },
+    #[error(transparent)]
+    Reader(#[from] XSpaceError),
 }
 
 impl ViewLoadError {
@@ -34,6 +32,7 @@ impl ViewLoadError {
     pub fn kind(&self) -> &'static str {
         match self {
             ViewLoadError::Engine(e) => e.kind(),
+            ViewLoadError::Reader(e) => e.kind(),
             ViewLoadError::Io { .. } => "path",
             _ => "invalid_value",
         }
@@ -41,6 +40,7 @@ impl ViewLoadError {
     pub fn hint(&self) -> String {
         match self {
             ViewLoadError::Engine(e) => e.hint().to_string(),
+            ViewLoadError::Reader(e) => e.hint(),
             ViewLoadError::Io { .. } => "check the file exists and is readable".into(),
             _ => "re-capture the profile, or pass another run/host (--run, --host)".into(),
         }
@@ -97,30 +97,48 @@ pub fn load_hosts(
     })
 }
 
-/// Decode one `.xplane.pb`.
-pub fn read_raw(path: &Path) -> Result<XSpace, ViewLoadError> {
-    use prost::Message;
-    let bytes = std::fs::read(path).map_err(|source| ViewLoadError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    if bytes.is_empty() {
+/// Open one `.xplane.pb` with the zero-copy reader, indexing only the planes `planes` accepts
+/// (the views that read raw stats need a few planes of a large capture).
+pub fn read_raw(
+    path: &Path,
+    planes: impl Fn(&str) -> bool + Send + Sync + 'static,
+) -> Result<XSpace, ViewLoadError> {
+    let len = std::fs::metadata(path)
+        .map_err(|source| ViewLoadError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?
+        .len();
+    if len == 0 {
         return Err(ViewLoadError::Empty {
             path: path.to_path_buf(),
         });
     }
-    XSpace::decode(bytes.as_slice()).map_err(|source| ViewLoadError::Decode {
-        path: path.to_path_buf(),
-        source,
-    })
+    Ok(XSpace::open_with(
+        path,
+        &ReadOptions::default().only_planes(planes),
+    )?)
 }
 
-/// Decode hosts (in parallel) without building the engine's model.
-pub fn load_raw(hosts: &[(String, PathBuf)]) -> Result<Vec<(String, XSpace)>, ViewLoadError> {
+/// Open hosts (in parallel) without building the engine's model.
+pub fn load_raw(
+    hosts: &[(String, PathBuf)],
+    planes: fn(&str) -> bool,
+) -> Result<Vec<(String, XSpace)>, ViewLoadError> {
     hosts
         .par_iter()
-        .map(|(name, path)| Ok((name.clone(), read_raw(path)?)))
+        .map(|(name, path)| Ok((name.clone(), read_raw(path, planes)?)))
         .collect()
+}
+
+/// Planes the kernel and counter views read.
+pub fn device_planes(name: &str) -> bool {
+    name.starts_with("/device:TPU:") || name.starts_with("/device:GPU:")
+}
+
+/// Planes the DCN analysis reads.
+pub fn megascale_planes(name: &str) -> bool {
+    name == "/device:TPU:0" || name == "/host:CPU" || name == "/host:metadata"
 }
 
 impl LoadedRun {

@@ -8,10 +8,9 @@ use std::path::PathBuf;
 
 use serde_json::{Map, json};
 use xprof_proto::xla::{HloInstructionProto, HloProto, ShapeProto};
-use xprof_proto::xplane::{XEvent, XLine, XSpace, x_event};
+use xprof_xspace::XSpace;
 
 use crate::table::{Table, placeholder, safe_div};
-use crate::xstat::{PlaneStats, bytes_of};
 
 pub const COLUMNS: &[&str] = &[
     "rendezvous_name",
@@ -241,25 +240,12 @@ fn index_modules(protos: &[(Option<u64>, HloProto)]) -> ModuleIndex {
     out
 }
 
-/// HLO protos embedded in `/host:metadata` (event metadata stat `Hlo Proto`), with their
-/// program ids (stat `program_id`, else the metadata id).
+/// HLO protos embedded in `/host:metadata` (stat `Hlo Proto`), with their program ids.
 pub fn embedded_hlo(space: &XSpace) -> Vec<(Option<u64>, HloProto)> {
-    let mut out = Vec::new();
-    for plane in space.planes.iter().filter(|p| p.name == "/host:metadata") {
-        let ps = PlaneStats::new(plane);
-        for (id, md) in &plane.event_metadata {
-            if let Some(b) = ps.find(&md.stats, "Hlo Proto").and_then(bytes_of)
-                && let Ok(h) = xprof_proto::decode_hlo_proto(b)
-            {
-                let pid = ps
-                    .find(&md.stats, "program_id")
-                    .and_then(crate::xstat::uint_of)
-                    .unwrap_or(*id as u64);
-                out.push((Some(pid), h));
-            }
-        }
-    }
-    out
+    xprof_xspace::hlo::embedded_hlo_modules(space)
+        .into_iter()
+        .filter_map(|m| m.decode().ok().map(|h| (Some(m.program_id), h)))
+        .collect()
 }
 
 /// HLO protos from `<module>(<program_id>).hlo_proto.pb` files (unreadable ones skipped).
@@ -321,31 +307,16 @@ pub fn transmitted_bytes(size: u64, group: u64, transfer_type: &str) -> u64 {
     }
 }
 
-fn offset_ps(e: &XEvent) -> i64 {
-    match e.data {
-        Some(x_event::Data::OffsetPs(o)) => o,
-        _ => 0,
-    }
-}
-
-fn ts_ns(line: &XLine, e: &XEvent) -> i64 {
-    line.timestamp_ns + offset_ps(e) / 1000
-}
-
 /// The analysis of one host's XSpace (XProf reads one host; `hlo_files` are the run's
 /// `*.hlo_proto.pb`).
 pub fn megascale_stats_with_hlo(space: &XSpace, hlo_files: &[PathBuf]) -> MegascaleStats {
     let mut out = MegascaleStats::default();
-    out.presence.has_megascale_host_events = space
-        .planes
-        .iter()
-        .filter(|p| p.name == "/host:CPU")
-        .any(|p| {
-            p.event_metadata
-                .values()
-                .any(|m| m.name.starts_with("MegaScale:"))
+    out.presence.has_megascale_host_events =
+        space.planes().filter(|p| p.name() == "/host:CPU").any(|p| {
+            p.event_metadata_iter()
+                .any(|m| m.name().starts_with("MegaScale:"))
         });
-    let Some(tpu0) = space.planes.iter().find(|p| p.name == "/device:TPU:0") else {
+    let Some(tpu0) = space.plane("/device:TPU:0") else {
         return out;
     };
     out.presence.has_tpu0 = true;
@@ -355,41 +326,24 @@ pub fn megascale_stats_with_hlo(space: &XSpace, hlo_files: &[PathBuf]) -> Megasc
     let mut protos = embedded_hlo(space);
     protos.extend(file_hlo(hlo_files));
     let modules = index_modules(&protos);
-    let ps = PlaneStats::new(tpu0);
     // Module spans (ps) on the module line, sorted, for the containing-module lookup.
-    let mut mods: Vec<(i64, i64, String)> = tpu0
-        .lines
-        .iter()
-        .filter(|l| l.name == "XLA Modules")
-        .flat_map(|l| {
-            l.events.iter().map(move |e| {
-                let b = l.timestamp_ns * 1000 + offset_ps(e);
-                (b, b + e.duration_ps, e.metadata_id)
-            })
-        })
-        .map(|(b, e, id)| {
-            let name = tpu0
-                .event_metadata
-                .get(&id)
-                .map(|m| m.name.clone())
-                .unwrap_or_default();
-            (b, e, name)
-        })
+    let mut mods: Vec<(i64, i64, &str)> = tpu0
+        .lines()
+        .filter(|l| l.name() == "XLA Modules")
+        .flat_map(|l| l.events().map(|e| (e.start_ps(), e.end_ps(), e.name())))
         .collect();
     mods.sort();
     let mut slacks: Vec<Slack> = Vec::new();
     let mut channel_rendezvous: HashMap<i64, String> = HashMap::new();
     let mut states: BTreeMap<String, OpState> = BTreeMap::new();
     let mut group_sizes: HashMap<String, u64> = HashMap::new();
-    for line in tpu0.lines.iter().filter(|l| l.name == "XLA Ops") {
-        for e in &line.events {
-            let md = tpu0.event_metadata.get(&e.metadata_id);
-            let cat = md
-                .and_then(|m| ps.find(&m.stats, "hlo_category"))
-                .and_then(|s| ps.str_of(s))
+    for line in tpu0.lines().filter(|l| l.name() == "XLA Ops") {
+        for e in line.events() {
+            let cat = e
+                .metadata_stat("hlo_category")
+                .and_then(|s| s.str())
                 .unwrap_or("");
-            let b = line.timestamp_ns * 1000 + offset_ps(e);
-            let end = b + e.duration_ps;
+            let (b, end) = (e.start_ps(), e.end_ps());
             let i = mods.partition_point(|m| m.0 <= b);
             let Some(module) = i.checked_sub(1).map(|i| &mods[i]).filter(|m| m.1 >= end) else {
                 continue;
@@ -398,16 +352,8 @@ pub fn megascale_stats_with_hlo(space: &XSpace, hlo_files: &[PathBuf]) -> Megasc
                 continue;
             }
             out.presence.dcn_ops += 1;
-            let display = md
-                .map(|m| {
-                    if m.display_name.is_empty() {
-                        m.name.as_str()
-                    } else {
-                        m.display_name.as_str()
-                    }
-                })
-                .unwrap_or("");
-            let Some(instr) = modules.get(&module.2).and_then(|m| m.get(display)) else {
+            let display = e.display_name();
+            let Some(instr) = modules.get(module.2).and_then(|m| m.get(display)) else {
                 continue;
             };
             out.presence.dcn_ops_with_hlo += 1;
@@ -422,8 +368,10 @@ pub fn megascale_stats_with_hlo(space: &XSpace, hlo_files: &[PathBuf]) -> Megasc
                     None => continue,
                 },
             };
-            let dur_ns = e.duration_ps / 1000;
-            let t_ns = ts_ns(line, e);
+            let dur_ns = e.duration_ps() / 1000;
+            // XProf's TimestampNs: the line's ns plus the offset truncated to ns.
+            let t_ns = line.timestamp_ns() + e.offset_ps() / 1000;
+            let dur_ps = e.duration_ps().max(0) as u64;
             let st = states.entry(rendezvous.clone()).or_default();
             st.stall_ns += dur_ns;
             match instr.opcode.as_str() {
@@ -433,12 +381,12 @@ pub fn megascale_stats_with_hlo(space: &XSpace, hlo_files: &[PathBuf]) -> Megasc
                     st.overlapping_ns = 0;
                     st.stall_ns = dur_ns;
                     st.send_op = display.to_string();
-                    st.send_ps = e.duration_ps.max(0) as u64;
+                    st.send_ps = dur_ps;
                     st.group_size = *group_sizes.entry(rendezvous.clone()).or_insert_with(|| {
                         use prost::Message;
-                        let info = md
-                            .and_then(|m| ps.find(&m.stats, "dcn_collective_info"))
-                            .and_then(bytes_of)
+                        let info = e
+                            .metadata_stat("dcn_collective_info")
+                            .and_then(|s| s.bytes())
                             .and_then(|b| DcnCollectiveInfo::decode(b).ok())
                             .unwrap_or_default();
                         if !info.one_to_one_groups.is_empty() {
@@ -450,8 +398,8 @@ pub fn megascale_stats_with_hlo(space: &XSpace, hlo_files: &[PathBuf]) -> Megasc
                         }
                     });
                 }
-                "recv" => st.recv_ps = e.duration_ps.max(0) as u64,
-                "send-done" => st.send_done_ps = e.duration_ps.max(0) as u64,
+                "recv" => st.recv_ps = dur_ps,
+                "send-done" => st.send_done_ps = dur_ps,
                 "recv-done" if st.start_ns != 0 => {
                     slacks.push(Slack {
                         rendezvous: rendezvous.clone(),
@@ -466,7 +414,7 @@ pub fn megascale_stats_with_hlo(space: &XSpace, hlo_files: &[PathBuf]) -> Megasc
                         send_ps: st.send_ps,
                         recv_ps: st.recv_ps,
                         send_done_ps: st.send_done_ps,
-                        recv_done_ps: e.duration_ps.max(0) as u64,
+                        recv_done_ps: dur_ps,
                     });
                 }
                 _ => {}

@@ -133,7 +133,7 @@ fn empty_views_are_empty_like_xprof() {
     // have no rows and neither do ours.
     for (name, run, oracle_dir) in oracle_fixtures() {
         let (hosts, _) = host_files(&run);
-        let raw = xprof_views::load::load_raw(&hosts).unwrap();
+        let raw = xprof_views::load::load_raw(&hosts, xprof_views::load::device_planes).unwrap();
         let pc = xprof_views::counters::perf_counters(&raw);
         if !oracle_dir.join("perf_counters.json").exists() {
             continue; // the project's own oracle has only some views
@@ -146,7 +146,9 @@ fn empty_views_are_empty_like_xprof() {
         let ks = xprof_views::kernel::kernel_stats(&raw);
         let o = oracle(&oracle_dir, "kernel_stats");
         assert_table(&format!("{name} kernel_stats"), &ks.table(), &o);
-        let ms = xprof_views::megascale::megascale_stats(&raw[0].1);
+        let dcn =
+            xprof_views::load::read_raw(&hosts[0].1, xprof_views::load::megascale_planes).unwrap();
+        let ms = xprof_views::megascale::megascale_stats(&dcn);
         let o = oracle(&oracle_dir, "megascale_stats");
         assert_table(&format!("{name} megascale_stats"), &ms.table(), &o[0]);
     }

@@ -8,10 +8,13 @@ use serde_json::json;
 use xprof_testkit::xprof_proto::xla;
 use xprof_testkit::{Ref, XSpaceBuilder};
 use xprof_views::counter_ids::*;
-use xprof_views::load::CoreDetails;
+use xprof_views::load::{CoreDetails, XSpace};
 
-fn raw(b: XSpaceBuilder) -> Vec<(String, xprof_proto::xplane::XSpace)> {
-    vec![("host0".to_string(), b.build())]
+fn raw(b: XSpaceBuilder) -> Vec<(String, XSpace)> {
+    vec![(
+        "host0".to_string(),
+        XSpace::from_bytes(b.to_bytes()).unwrap(),
+    )]
 }
 
 /// Write the capture as a run and load it through the engine, as the tools do.
@@ -310,7 +313,7 @@ fn counters_no_data_without_samples() {
     );
 }
 
-fn raw_of(b: XSpaceBuilder) -> Vec<(String, xprof_proto::xplane::XSpace)> {
+fn raw_of(b: XSpaceBuilder) -> Vec<(String, XSpace)> {
     raw(b)
 }
 
@@ -562,7 +565,7 @@ fn dcn_capture(with_megascale_host: bool) -> XSpaceBuilder {
 
 #[test]
 fn megascale_summarises_a_dcn_transfer() {
-    let space = dcn_capture(true).build();
+    let space = XSpace::from_bytes(dcn_capture(true).to_bytes()).unwrap();
     let ms = xprof_views::megascale::megascale_stats(&space);
     assert_eq!(ms.presence.dcn_ops, 4);
     assert_eq!(ms.presence.dcn_ops_with_hlo, 4);
@@ -596,7 +599,9 @@ fn megascale_summarises_a_dcn_transfer() {
 
 #[test]
 fn megascale_no_data_without_megascale_host_events() {
-    let ms = xprof_views::megascale::megascale_stats(&dcn_capture(false).build());
+    let ms = xprof_views::megascale::megascale_stats(
+        &XSpace::from_bytes(dcn_capture(false).to_bytes()).unwrap(),
+    );
     assert!(ms.summaries.is_empty());
     assert!(!ms.presence.has_megascale_host_events);
     assert!(ms.presence.has_tpu0);

@@ -50,11 +50,14 @@ impl Tool for CheckHostBoundness {
             .ok_or_else(|| ToolError::internal("no host selected"))?;
         let ip = xprof_views::input_pipeline::input_pipeline(&st, &run.core_details());
         // ICI utilisation from counter samples, when the capture has them.
-        let raw: Vec<(String, xprof_proto::xplane::XSpace)> = if st.run_env.device_type.contains("TPU") {
-            run.hosts
+        let raw = if st.run_env.device_type.contains("TPU") {
+            let list: Vec<(String, std::path::PathBuf)> = run
+                .hosts
                 .iter()
-                .map(|h| Ok((h.name.clone(), xprof_views::load::read_raw(&h.path)?)))
-                .collect::<Result<_, _>>()
+                .map(|h| (h.name.clone(), h.path.clone()))
+                .collect();
+            // Only TPU planes: counters live there.
+            xprof_views::load::load_raw(&list, |n| n.starts_with("/device:TPU:"))
                 .map_err(views_error)?
         } else {
             Vec::new()
@@ -71,7 +74,11 @@ impl Tool for CheckHostBoundness {
 /// Σ achieved / Σ peak of the utilization viewer's ICI rows, as (read %, write %).
 fn ici_percent(t: &xprof_views::table::Table) -> Option<(f64, f64)> {
     let sum = |name: &str| {
-        let rows: Vec<_> = t.records.iter().filter(|r| r["name"] == json!(name)).collect();
+        let rows: Vec<_> = t
+            .records
+            .iter()
+            .filter(|r| r["name"] == json!(name))
+            .collect();
         if rows.is_empty() {
             return None;
         }

@@ -36,10 +36,12 @@ impl Tool for GetInputPipeline {
          `no_data` (XProf's tables still included)."
     }
     fn params(&self) -> Params {
-        Params::new()
-            .capture()
-            .host()
-            .integer_min("limit", "Maximum rows per table (0 = all).", Some(30), 0)
+        Params::new().capture().host().integer_min(
+            "limit",
+            "Maximum rows per table (0 = all).",
+            Some(30),
+            0,
+        )
     }
     fn output(&self) -> &'static str {
         "{capture, run, hardware_type, bottleneck: {steps, input_percent, output_percent, idle_percent, compute_percent, input_classification, input_statement, step_time_ms_avg}, tables: {max_infeed_core, step_time, host_input_ops, recommendations, diagnostics}}"

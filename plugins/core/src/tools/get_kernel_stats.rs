@@ -51,7 +51,7 @@ impl Tool for GetKernelStats {
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let limit = call.usize_or("limit", 50)?;
         let s = session(call)?;
-        let (raw, used) = load_raw(call, &s)?;
+        let (raw, used) = load_raw(call, &s, xprof_views::load::device_planes)?;
         let ks = xprof_views::kernel::kernel_stats(&raw);
         let mut body = Map::new();
         body.insert("gpu_planes".into(), json!(ks.gpu_planes));

@@ -58,7 +58,8 @@ impl Tool for GetMegascaleStats {
         for f in &s.hlo_protos {
             call.read_file(f);
         }
-        let space = xprof_views::load::read_raw(&h.path).map_err(views_error)?;
+        let space = xprof_views::load::read_raw(&h.path, xprof_views::load::megascale_planes)
+            .map_err(views_error)?;
         let ms = xprof_views::megascale::megascale_stats_with_hlo(&space, &s.hlo_protos);
         let p = &ms.presence;
         let used = [h];

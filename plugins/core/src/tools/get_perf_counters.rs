@@ -52,7 +52,7 @@ impl Tool for GetPerfCounters {
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let limit = call.usize_or("limit", 100)?;
         let s = session(call)?;
-        let (raw, used) = load_raw(call, &s)?;
+        let (raw, used) = load_raw(call, &s, xprof_views::load::device_planes)?;
         let (t, p) = xprof_views::counters::perf_counters_with_presence(&raw);
         let mut body = Map::new();
         body.insert("device_planes".into(), json!(p.device_planes));

@@ -43,11 +43,13 @@ pub(super) fn load_run<'a>(
     Ok((run, hosts))
 }
 
-/// The selected hosts decoded without the engine's model.
+/// The selected hosts opened with the zero-copy reader (only the planes `planes` accepts),
+/// without the engine's model.
 pub(super) fn load_raw<'a>(
     call: &mut Call,
     s: &'a Session,
-) -> Result<(Vec<(String, xprof_proto::xplane::XSpace)>, Vec<&'a HostFile>), ToolError> {
+    planes: fn(&str) -> bool,
+) -> Result<(Vec<(String, xprof_views::load::XSpace)>, Vec<&'a HostFile>), ToolError> {
     let hosts = selected_hosts(call, s)?;
     for h in &hosts {
         call.read_file(&h.path);
@@ -56,7 +58,7 @@ pub(super) fn load_raw<'a>(
         .iter()
         .map(|h| (h.name.clone(), h.path.clone()))
         .collect();
-    let raw = xprof_views::load::load_raw(&list).map_err(views_error)?;
+    let raw = xprof_views::load::load_raw(&list, planes).map_err(views_error)?;
     Ok((raw, hosts))
 }
 

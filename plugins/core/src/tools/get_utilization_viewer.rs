@@ -7,8 +7,9 @@ use crate::common::{session, with_capture};
 pub struct GetUtilizationViewer;
 register_tool!(GetUtilizationViewer);
 
-const FLAGS: &[&str] =
-    &["TPU v6e/v7x: enable hardware counter sampling at capture time (per-line counter samples with `counter_value`)"];
+const FLAGS: &[&str] = &[
+    "TPU v6e/v7x: enable hardware counter sampling at capture time (per-line counter samples with `counter_value`)",
+];
 
 impl Tool for GetUtilizationViewer {
     fn name(&self) -> &'static str {
@@ -49,7 +50,7 @@ impl Tool for GetUtilizationViewer {
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let limit = call.usize_or("limit", 100)?;
         let s = session(call)?;
-        let (raw, used) = load_raw(call, &s)?;
+        let (raw, used) = load_raw(call, &s, xprof_views::load::device_planes)?;
         let mut t = xprof_views::counters::utilization_viewer(&raw);
         for r in &mut t.records {
             let a = r["achieved"].as_f64().unwrap_or(0.0);
@@ -60,7 +61,10 @@ impl Tool for GetUtilizationViewer {
         let mut body = Map::new();
         body.insert(
             "not_derived".into(),
-            json!(["HBM Rd+Wr / HBM Read Ratio / HBM Write Ratio", "SparseCore units"]),
+            json!([
+                "HBM Rd+Wr / HBM Read Ratio / HBM Write Ratio",
+                "SparseCore units"
+            ]),
         );
         body.insert("table".into(), t.to_json(limit));
         if t.records.is_empty() {
