@@ -461,7 +461,17 @@ impl Db {
             );
             return None;
         };
-        if let Err(e) = fs::create_dir_all(&dir) {
+        Self::open_in(&dir)
+    }
+
+    /// Open the cache in `dir` (created private to the user: results describe their files).
+    pub fn open_in(dir: &Path) -> Option<Db> {
+        use std::os::unix::fs::DirBuilderExt;
+        if let Err(e) = fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+        {
             warn_once(
                 format!(
                     "result cache disabled: cannot create {}: {e}",
@@ -1113,6 +1123,40 @@ mod tests {
         fs::write(&f, b"abd").unwrap();
         assert!(!manifest_matches(&m), "rewriting a read file invalidates");
         assert!(manifest(&[], later).is_none(), "no inputs: not cached");
+    }
+
+    #[test]
+    fn entries_expire_after_the_ttl_and_survive_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in.pb");
+        fs::write(&input, b"x").unwrap();
+        let inputs = vec![json!({"path": input.display().to_string(), "kind": "file"})];
+        let later = SystemTime::now() + RACY_MARGIN_COARSE + Duration::from_secs(1);
+        let m = manifest(&inputs, later).unwrap();
+        let env = Envelope {
+            result: json!({"answer": 42}),
+            content_type: "application/json".into(),
+            inputs,
+        };
+        let material = json!({"tool": "t", "plugin": "p", "plugin_version": "1"});
+        let mut db = Db::open_in(&dir.path().join("cache")).unwrap();
+        db.store("k", &material, &env, &m).unwrap();
+        drop(db);
+        let mut db = Db::open_in(&dir.path().join("cache")).unwrap();
+        let hit = db
+            .lookup("k", 3600)
+            .unwrap()
+            .expect("a fresh entry is served");
+        assert_eq!(hit.result, env.result);
+        assert_eq!(hit.inputs, env.inputs);
+        db.conn
+            .execute("UPDATE entries SET created_at = created_at - 100", [])
+            .unwrap();
+        assert!(db.lookup("k", 50).unwrap().is_none(), "expired");
+        assert!(db.lookup("k", 200).unwrap().is_some());
+        assert!(db.lookup("other", 3600).unwrap().is_none());
+        let mode = fs::metadata(dir.path().join("cache")).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o700);
     }
 
     #[test]

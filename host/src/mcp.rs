@@ -11,7 +11,7 @@
 mod http;
 
 use std::borrow::Cow;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -54,17 +54,13 @@ pub fn claim_stdout() {
     });
 }
 
-/// The saved stdout (once); the process's fd 1 if `claim_stdout` was never called.
-fn take_stdout() -> std::fs::File {
+/// The saved stdout (once). `None` if fd 1 could not be duplicated.
+fn take_stdout() -> Option<std::fs::File> {
     claim_stdout();
-    let fd = MCP_STDOUT
+    MCP_STDOUT
         .get()
-        .and_then(|m| m.lock().ok().and_then(|mut g| g.take()));
-    match fd {
-        Some(fd) => std::fs::File::from(fd),
-        // SAFETY: a fresh duplicate of fd 1, owned by the File.
-        None => unsafe { std::fs::File::from_raw_fd(libc::dup(std::io::stdout().as_raw_fd())) },
-    }
+        .and_then(|m| m.lock().ok().and_then(|mut g| g.take()))
+        .map(std::fs::File::from)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -650,7 +646,11 @@ pub fn run(reg: Registry, args: &[String], g: &GlobalOpts) -> i32 {
             )));
         }
     };
-    let out = take_stdout();
+    let Some(out) = take_stdout() else {
+        return fail(ToolError::internal(
+            "cannot duplicate stdout for the MCP transport",
+        ));
+    };
     let result = match o.http {
         Some(addr) => rt.block_on(http::serve(handler, &addr, o.token, out)),
         None => rt.block_on(serve_stdio(handler, out)),
