@@ -77,7 +77,7 @@ pub fn module_peak(name: &str, r: &PreprocessResult, opt: Options) -> ModulePeak
             o.instruction_name.clone()
         };
         if opt.aggregate && mib(o.size_bytes) < opt.min_size_mib {
-            others += o.size_bytes;
+            others = others.saturating_add(o.size_bytes);
             continue;
         }
         rows.push((inst, o.size_bytes));
@@ -101,7 +101,7 @@ pub fn module_peak(name: &str, r: &PreprocessResult, opt: Options) -> ModulePeak
                         insts.len(),
                         xprof_hlo::print::format_g(mib(size), 6)
                     ),
-                    size_bytes: size * insts.len() as i64,
+                    size_bytes: size.saturating_mul(insts.len() as i64),
                     count: insts.len(),
                 });
             } else {

@@ -485,15 +485,15 @@ fn active_allocations(p: &mut AllocatorProfile) {
         }
         if s.meta.memory_activity == Activity::Allocation {
             live.insert(s.meta.address, i);
-            unmapped_alloc -= s.meta.allocation_bytes;
+            unmapped_alloc = unmapped_alloc.saturating_sub(s.meta.allocation_bytes);
         } else {
             if live.remove(&s.meta.address).is_none() {
-                unmapped_dealloc += s.meta.allocation_bytes;
+                unmapped_dealloc = unmapped_dealloc.saturating_add(s.meta.allocation_bytes);
             }
-            unmapped_alloc += s.meta.allocation_bytes;
+            unmapped_alloc = unmapped_alloc.saturating_add(s.meta.allocation_bytes);
         }
     }
-    unmapped_alloc -= unmapped_dealloc;
+    unmapped_alloc = unmapped_alloc.saturating_sub(unmapped_dealloc);
 
     // (index, metadata): index >= 0 → snapshot, < 0 → special row -index-1.
     let mut rows: Vec<(i64, ActivityMetadata)> = live

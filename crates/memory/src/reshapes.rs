@@ -82,7 +82,7 @@ impl Finding {
     pub fn bytes(&self) -> u64 {
         match &self.measured {
             Some(m) if m.bytes_accessed > 0 => m.bytes_accessed,
-            _ => (self.input_bytes + self.output_bytes).max(0) as u64,
+            _ => self.input_bytes.saturating_add(self.output_bytes).max(0) as u64,
         }
     }
     pub fn time_ps(&self) -> u64 {
@@ -180,7 +180,7 @@ pub fn detect(modules: &[ModuleRef<'_>], ops: &[OpTime]) -> Vec<Finding> {
                     .iter()
                     .filter_map(|id| view.instr(*id))
                     .map(|i| i.shape.as_ref().map_or(0, unpadded_size))
-                    .sum();
+                    .fold(0i64, i64::saturating_add);
                 let measured_op = match m.program_id {
                     Some(pid) => measured.get(&(pid, ins.name.as_str())).copied(),
                     None => None,

@@ -485,8 +485,8 @@ impl Sim {
     fn increase(&mut self, w: &mut Wrapper<'_>, k: usize, init_span: bool) {
         let lb = &w.lbs[k];
         self.live.push(lb.proto.id);
-        self.heap += lb.proto.size;
-        self.unpadded += lb.unpadded;
+        self.heap = self.heap.saturating_add(lb.proto.size);
+        self.unpadded = self.unpadded.saturating_add(lb.unpadded);
         if self.heap > self.peak {
             self.peak = self.heap;
             self.peak_pos = self.heap_tl.len() as i64 - 1;
@@ -507,14 +507,14 @@ impl Sim {
     fn decrease(&mut self, w: &mut Wrapper<'_>, root: usize, freed: usize) -> Result<(), String> {
         let id = w.lbs[root].proto.id;
         self.live.retain(|&x| x != id);
-        self.heap -= w.lbs[root].proto.size;
+        self.heap = self.heap.saturating_sub(w.lbs[root].proto.size);
         if self.heap < 0 {
             return Err(format!(
                 "Heap size should be non-negative, but get: {}",
                 self.heap
             ));
         }
-        self.unpadded -= w.lbs[root].unpadded;
+        self.unpadded = self.unpadded.saturating_sub(w.lbs[root].unpadded);
         let end = self.heap_tl.len() as i64 - 1;
         let owner = if w.lbs[freed].span.is_some() {
             Some(freed)
@@ -675,7 +675,7 @@ pub fn preprocess_with(
     let mut add = |w: &Wrapper<'_>, k: usize, max_heap: &mut Vec<HeapObject>| {
         let size = w.lbs[k].proto.size;
         if size < small_buffer_size {
-            small_total += size;
+            small_total = small_total.saturating_add(size);
         } else {
             let n = max_heap.len() as i32;
             max_heap.push(w.heap_object(k, n));
@@ -696,7 +696,7 @@ pub fn preprocess_with(
             }
         }
         if let Some(k) = best {
-            indefinite_usage += a.size;
+            indefinite_usage = indefinite_usage.saturating_add(a.size);
             if color == 0 {
                 add(&w, k, &mut max_heap);
             }
@@ -734,17 +734,21 @@ pub fn preprocess_with(
             .map(|m| m.entry_computation_name.clone())
             .unwrap_or_default(),
         memory_color: color,
-        heap_sizes_bytes: sim.heap_tl.iter().map(|h| h + indefinite_usage).collect(),
+        heap_sizes_bytes: sim
+            .heap_tl
+            .iter()
+            .map(|h| h.saturating_add(indefinite_usage))
+            .collect(),
         unpadded_heap_sizes_bytes: sim
             .unpadded_tl
             .iter()
-            .map(|h| h + indefinite_usage)
+            .map(|h| h.saturating_add(indefinite_usage))
             .collect(),
         hlo_instruction_names: std::mem::take(&mut sim.names_tl),
         max_heap,
         max_heap_by_size: by_size,
-        peak_heap_bytes: sim.peak + indefinite_usage,
-        peak_unpadded_heap_bytes: sim.peak_unpadded + indefinite_usage,
+        peak_heap_bytes: sim.peak.saturating_add(indefinite_usage),
+        peak_unpadded_heap_bytes: sim.peak_unpadded.saturating_add(indefinite_usage),
         peak_heap_size_position: sim.peak_pos,
         indefinite_memory_usage_bytes: indefinite_usage,
         simulated,
@@ -757,19 +761,22 @@ pub fn preprocess_with(
     }
     for (_, a) in w.allocs_of(color) {
         if a.is_entry_computation_parameter {
-            r.entry_computation_parameters_bytes += a.size;
+            r.entry_computation_parameters_bytes =
+                r.entry_computation_parameters_bytes.saturating_add(a.size);
         }
         if !is_reusable(a) {
-            r.non_reusable_bytes += a.size;
+            r.non_reusable_bytes = r.non_reusable_bytes.saturating_add(a.size);
         }
         if a.maybe_live_out {
-            r.maybe_live_out_bytes += a.size;
+            r.maybe_live_out_bytes = r.maybe_live_out_bytes.saturating_add(a.size);
         }
         if !a.is_thread_local {
-            r.total_buffer_allocation_bytes += a.size;
+            r.total_buffer_allocation_bytes =
+                r.total_buffer_allocation_bytes.saturating_add(a.size);
         }
         if is_indefinite(a) {
-            r.indefinite_buffer_allocation_bytes += a.size;
+            r.indefinite_buffer_allocation_bytes =
+                r.indefinite_buffer_allocation_bytes.saturating_add(a.size);
             r.indefinite_lifetimes.push(indefinite(&w, a));
         }
     }
@@ -845,7 +852,7 @@ fn buffer_blocks(w: &Wrapper<'_>, color: i64) -> Vec<BufferBlock> {
             continue;
         };
         placed.push((i, total_y));
-        total_y += a.size;
+        total_y = total_y.saturating_add(a.size);
         total_x = total_x.max(traces.get(t).map_or(0, |t| t.events.len() as i64));
     }
     let mut out = Vec::new();
@@ -880,7 +887,7 @@ fn buffer_blocks(w: &Wrapper<'_>, color: i64) -> Vec<BufferBlock> {
             out.push(BufferBlock {
                 logical_buffer_id: lb.proto.id,
                 name: w.name_with_index(k),
-                offset: y0 + lb.offset,
+                offset: y0.saturating_add(lb.offset),
                 size: lb.proto.size,
                 start_step: span.0,
                 end_step: span.1,
@@ -996,7 +1003,9 @@ impl PreprocessResult {
             })
             .collect();
         let mib_list = |v: &[i64], base: i64| -> Vec<Value> {
-            v.iter().map(|b| json!(mib(b - base) + add)).collect()
+            v.iter()
+                .map(|b| json!(mib(b.saturating_sub(base)) + add))
+                .collect()
         };
         let base = self.indefinite_memory_usage_bytes;
         Obj::new()
@@ -1026,10 +1035,13 @@ impl PreprocessResult {
             .v("bySizeToMaxHeap", Value::Array(by_size_to_max))
             .s("moduleName", &self.module_name)
             .s("entryComputationName", &self.entry_computation_name)
-            .f("peakHeapMib", mib(self.peak_heap_bytes - base) + add)
+            .f(
+                "peakHeapMib",
+                mib(self.peak_heap_bytes.saturating_sub(base)) + add,
+            )
             .f(
                 "peakUnpaddedHeapMib",
-                mib(self.peak_unpadded_heap_bytes - base) + add,
+                mib(self.peak_unpadded_heap_bytes.saturating_sub(base)) + add,
             )
             .i32("peakHeapSizePosition", self.peak_heap_size_position)
             .f(

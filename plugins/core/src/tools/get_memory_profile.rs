@@ -69,7 +69,12 @@ impl Tool for GetMemoryProfile {
          answer no_data."
     }
     fn params(&self) -> Params {
-        Params::new().capture().host()
+        Params::new().capture().host().boolean(
+            "xprof_json",
+            "Include XProf's own JSON for the view as `memory_profile` (its timeline has up to \
+             1000 points per allocator).",
+            true,
+        )
     }
     fn output(&self) -> &'static str {
         "{capture, run, host, memory_capacity_gib, peak_memory_usage_gib, peak_usage_details{…}, \
@@ -92,6 +97,7 @@ impl Tool for GetMemoryProfile {
         ]
     }
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
+        let with_json = call.bool_or("xprof_json", true)?;
         let s = session(call)?;
         let host_arg = call.opt_nonempty("host")?;
         let host = s
@@ -153,7 +159,9 @@ impl Tool for GetMemoryProfile {
             json!(p.allocators.keys().collect::<Vec<_>>()),
         );
         body.insert("num_events".into(), json!(p.num_events));
-        body.insert("memory_profile".into(), p.to_xprof_json());
+        if with_json {
+            body.insert("memory_profile".into(), p.to_xprof_json());
+        }
         Ok(with_capture(&s, &used, &[], body).into())
     }
 }

@@ -101,6 +101,12 @@ impl Tool for GetMemoryViewer {
                 Some(50),
                 0,
             )
+            .boolean(
+                "xprof_json",
+                "Include XProf's own JSON for the view as `memory_viewer` (its heap timeline has a \
+                 point per heap-simulator event).",
+                true,
+            )
     }
     fn output(&self) -> &'static str {
         "{capture, run, modules, tip} | {capture, run, module, memory_space, peak_heap_bytes, \
@@ -137,6 +143,7 @@ impl Tool for GetMemoryViewer {
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let color = memory_space(call)?;
         let limit = call.usize_or("limit", 50)?;
+        let with_json = call.bool_or("xprof_json", true)?;
         let module_arg = call.opt_nonempty("module_name")?;
         let s = session(call)?;
         let used: Vec<&HostFile> = s.hosts.iter().collect();
@@ -245,7 +252,9 @@ impl Tool for GetMemoryViewer {
         body.insert("returned_buffers".into(), json!(shown));
         body.insert("truncated".into(), json!(shown < r.max_heap.len()));
         body.insert("buffers_at_peak".into(), Value::Array(buffers));
-        body.insert("memory_viewer".into(), r.to_xprof_json());
+        if with_json {
+            body.insert("memory_viewer".into(), r.to_xprof_json());
+        }
         Ok(with_capture(&s, &used, &[], body).into())
     }
 }
