@@ -664,3 +664,86 @@ fn absent_allocator_stats_are_null_with_a_reason_not_zero() {
     assert_eq!(s["peak_usage_details"]["fragmentation_percent"], 25.0);
     assert_eq!(s["memory_capacity_gib"], 0.0);
 }
+
+/// Mutated buffer assignments (dangling ids, wrong event kinds, self and cyclic sharing,
+/// negative sizes) give an answer or an error, never a panic.
+#[test]
+fn memory_viewer_survives_mutated_buffer_assignments() {
+    let base = {
+        let mut share = ev(Kind::ShareWith, 12, "b");
+        share.share_with_canonical_id = 11;
+        module_with_heap_trace(vec![
+            ev(Kind::Alloc, 11, "a"),
+            share,
+            ev(Kind::Alloc, 13, "out"),
+            ev(Kind::Free, 11, "a"),
+            ev(Kind::Free, 12, "b"),
+        ])
+    };
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n.max(1)
+    };
+    let mut outcomes = (0, 0);
+    for _ in 0..500 {
+        let mut p = base.clone();
+        let ba = p.buffer_assignment.as_mut().unwrap();
+        for _ in 0..1 + next(4) {
+            match next(7) {
+                0 => {
+                    let e = &mut ba.heap_simulator_traces[0].events;
+                    let i = next(e.len() as u64) as usize;
+                    e[i].kind = next(4) as i32;
+                }
+                1 => {
+                    let e = &mut ba.heap_simulator_traces[0].events;
+                    let i = next(e.len() as u64) as usize;
+                    e[i].buffer_id = 9 + next(6) as i64;
+                }
+                2 => {
+                    let e = &mut ba.heap_simulator_traces[0].events;
+                    let i = next(e.len() as u64) as usize;
+                    e[i].kind = Kind::ShareWith as i32;
+                    e[i].share_with_canonical_id = 9 + next(6) as i64;
+                }
+                3 => {
+                    let i = next(ba.logical_buffers.len() as u64) as usize;
+                    ba.logical_buffers[i].size = -(next(1 << 20) as i64);
+                }
+                4 => {
+                    let i = next(ba.logical_buffers.len() as u64) as usize;
+                    ba.logical_buffers.remove(i);
+                }
+                5 => {
+                    let i = next(ba.buffer_allocations.len() as u64) as usize;
+                    ba.buffer_allocations[i].color = next(2) as i64;
+                    ba.buffer_allocations[i].is_thread_local = next(2) == 0;
+                }
+                _ => {
+                    let i = next(ba.logical_buffers.len() as u64) as usize;
+                    if let Some(l) = ba.logical_buffers[i].defined_at.as_mut() {
+                        l.instruction_id = next(8) as i64;
+                        l.shape_index = vec![next(3) as i64 - 1];
+                    }
+                }
+            }
+        }
+        for color in [0, 1] {
+            match viewer::preprocess(&p, color) {
+                Ok(r) => {
+                    let _ = r.to_xprof_json();
+                    outcomes.0 += 1;
+                }
+                Err(e) => {
+                    assert!(!e.to_string().is_empty());
+                    outcomes.1 += 1;
+                }
+            }
+        }
+    }
+    // Both outcomes occur: the mutations reach the checks.
+    assert!(outcomes.0 > 0 && outcomes.1 > 0, "{outcomes:?}");
+}
