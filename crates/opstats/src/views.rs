@@ -35,6 +35,8 @@ pub mod reasons {
         "no framework ops on host or device (0 of 0; XProf prints 0)";
     pub const NO_OP_TIME: &str =
         "no op time to divide (no non-idle framework ops on that side; XProf prints 0)";
+    pub const HOST_NO_COST: &str = "XLA ops executed on host CPU threads carry no FLOP/byte counts in the trace (XProf shows no op view for CPU captures)";
+    pub const GPU_NO_COST: &str = "the kernel has no flops/bytes_accessed stats; XProf derives them with XLA's GPU cost model, which is not available here";
     pub const NO_HOST_OPS: &str =
         "XProf computes host idle time only for TPU captures (prints 0 elsewhere)";
 }
@@ -44,6 +46,20 @@ fn null_with(m: &mut Map<String, Value>, key: &str, reason: &str, measured: Opti
     m.insert(format!("{key}_reason"), Value::from(reason));
     if let Some(v) = measured {
         m.insert(format!("{key}_measured"), v);
+    }
+}
+
+/// Why an op has no cost numbers at all (`None` when it has them, or when 0 is meaningful):
+/// XLA ops a CPU backend ran on host threads, and GPU kernels without `flops`/`bytes_accessed`
+/// stats (XProf would run XLA's GPU cost model on the HLO; we do not).
+pub fn cost_unknown(op: &OpMetrics, hw: HardwareType) -> Option<&'static str> {
+    if op.cost_source != crate::metrics::CostSource::None || op.is_idle() {
+        return None;
+    }
+    match (op.core_type, hw) {
+        (crate::metrics::CoreType::Host, _) => Some(reasons::HOST_NO_COST),
+        (_, HardwareType::Gpu) => Some(reasons::GPU_NO_COST),
+        _ => None,
     }
 }
 
@@ -416,6 +432,25 @@ fn hlo_stats_row(
         json!(r.operational_intensity),
     );
     m.insert("bound_by".into(), json!(r.bound_by));
+    if let Some(reason) = cost_unknown(op, hw) {
+        // No cost numbers exist for this op: report them as unknown, never as 0.
+        m.insert("cost_model".into(), json!("absent"));
+        for k in [
+            "flops",
+            "model_flops",
+            "model_flop_rate",
+            "normalized_flop_rate",
+            "bytes_accessed",
+            "measured_memory_bw",
+            "hbm_bw",
+            "cmem_read_bw",
+            "cmem_write_bw",
+            "operational_intensity",
+            "bound_by",
+        ] {
+            null_with(&mut m, k, reason, None);
+        }
+    }
     if placeholder && op.event_flops > 0 {
         m.insert("bound_by_measured".into(), json!(mr.bound_by));
         m.insert(

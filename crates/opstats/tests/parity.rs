@@ -462,6 +462,20 @@ fn local_matmul_matches_xprof_and_shows_host_executed_ops() {
         s.program_names.get(&0).map(String::as_str),
         Some("jit_matmul")
     );
+    // No cost numbers exist for host-executed ops: null with a reason, never 0.
+    let rows = views::hlo_stats_of(&s, db);
+    let r = rows
+        .iter()
+        .find(|r| r["hlo_op_name"] == "ynn_fusion")
+        .unwrap();
+    assert!(r["flops"].is_null() && r["bytes_accessed"].is_null());
+    assert!(
+        r["flops_reason"]
+            .as_str()
+            .is_some_and(|x| x.contains("host"))
+    );
+    assert_eq!(r["core_type"], "Host");
+    assert_eq!(r["total_time_ps"], op.time_ps);
 }
 
 /// The lazy reader and the prost decoder feed the engine the same model.

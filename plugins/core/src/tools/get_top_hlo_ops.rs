@@ -39,30 +39,24 @@ fn entry(row: &Map<String, Value>, names: &std::collections::BTreeMap<u64, Strin
         "self_time_percent".into(),
         row["total_self_time_percent"].clone(),
     );
-    for k in [
-        "flops",
-        "flops_reason",
-        "flops_measured",
-        "model_flop_rate",
-        "model_flop_rate_reason",
-        "model_flop_rate_measured",
+    // Cost fields with their `_reason` / `_measured` companions (null = unknown, never 0).
+    for (src, dst) in [
+        ("flops", "flops"),
+        ("model_flop_rate", "model_flop_rate_gflops"),
+        ("bytes_accessed", "bytes_accessed"),
+        ("hbm_bw", "hbm_bw_gibps"),
+        ("operational_intensity", "operational_intensity"),
+        ("bound_by", "bound_by"),
     ] {
-        if let Some(v) = row.get(k) {
-            let key = if k.starts_with("model_flop_rate") {
-                k.replacen("model_flop_rate", "model_flop_rate_gflops", 1)
-            } else {
-                k.to_string()
-            };
-            m.insert(key, v.clone());
+        for suffix in ["", "_reason", "_measured"] {
+            if let Some(v) = row.get(&format!("{src}{suffix}")) {
+                m.insert(format!("{dst}{suffix}"), v.clone());
+            }
         }
     }
-    m.insert("bytes_accessed".into(), row["bytes_accessed"].clone());
-    m.insert("hbm_bw_gibps".into(), row["hbm_bw"].clone());
-    m.insert(
-        "operational_intensity".into(),
-        row["operational_intensity"].clone(),
-    );
-    m.insert("bound_by".into(), row["bound_by"].clone());
+    if let Some(v) = row.get("cost_model") {
+        m.insert("cost_model".into(), v.clone());
+    }
     m.insert("source_info".into(), row["source_info"].clone());
     Value::Object(m)
 }
