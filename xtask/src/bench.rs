@@ -13,7 +13,9 @@
 //! * Each measured run is one process: wall time from spawn to reap, and the peak RSS of that
 //!   child from `wait4(2)`'s `rusage.ru_maxrss`. Output goes to /dev/null; `TMPDIR` is a scratch
 //!   directory (results over 10 MB are written there by both tools). `xprof` gets `--no_cache`, so
-//!   every run does the whole work.
+//!   every run does the whole work. Files a tool writes into its input directories are removed
+//!   after each run and listed in the JSON (`wrote_into_input`): xprof-rs writes
+//!   `<module>.hlo_proto.pb` beside the capture and would read those on the next run.
 //! * A case whose tool `xprof` does not have yet (exit 2, "unknown tool") is reported as
 //!   `skipped: tool not available`; one whose input is missing as `skipped: input missing`.
 //! * Competitor: `$XPROF_RS_BIN`, else `xprof-rs` beside `$XPROF_RS_PYTHON` (the python of the venv
@@ -51,7 +53,9 @@ const JAX_LARGE_MODULE: &str = "--module_name=jit_train_step(12)";
 /// (the seed's lines repeated 200 times: 23 MB, 842 k events), `jax_large` (JAX CPU transformer,
 /// 700 steps: 56 MB, 1.76 M events), `mlp` (fixtures/ 5-step MLP), `jf_dump` (seed LLO dump),
 /// `hlo_dump` (fixtures/ XLA text dump), `ids64` (the seed with every event/stat metadata id
-/// shifted by 2^40: xprof-rs 0.1.3 finds no overview in it, XProf does).
+/// shifted by 2^40: xprof-rs 0.1.3 finds no overview in it, XProf does), `jax_large_xp` (the same
+/// xplane as `jax_large` alone in its run dir, without the `*.hlo_proto.pb` files the generator
+/// wrote beside it, which xprof-rs reads instead of the xplane).
 const CASES: &[Case] = &[
     Case {
         id: "startup.list_runs",
@@ -190,6 +194,14 @@ const CASES: &[Case] = &[
         quick: false,
     },
     Case {
+        id: "hlo_module.jax_large_xplane_only",
+        what: "HLO text, no hlo_proto.pb beside the xplane",
+        tool: "get_hlo_module_content",
+        args: &["{jax_large_xp}", JAX_LARGE_MODULE],
+        competitor: Some(&["get_hlo_module_content", "{jax_large_xp}", JAX_LARGE_MODULE]),
+        quick: false,
+    },
+    Case {
         id: "llo_fit.seed",
         what: "LLO fit summary of the seed jf_dump",
         tool: "get_llo_fit_summary",
@@ -297,6 +309,11 @@ impl Inputs {
         );
         m.insert("hlo_dump", root.join("fixtures/jax-cpu/hlo_dump"));
         m.insert("ids64", o.data.join("ids64/plugins/profile/ids64"));
+        m.insert(
+            "jax_large_xp",
+            o.data
+                .join("jax-large-xplane-only/plugins/profile/transformer_train"),
+        );
         Inputs(m)
     }
 
@@ -317,6 +334,24 @@ impl Inputs {
             out.push(s);
         }
         Ok(out)
+    }
+
+    /// The input directories a case names (a file's parent), watched for files the tool writes.
+    fn dirs(&self, args: &[&str]) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for (name, path) in &self.0 {
+            if args.iter().any(|a| a.contains(&format!("{{{name}}}"))) {
+                let d = if path.is_dir() {
+                    path.clone()
+                } else {
+                    path.parent().map(Path::to_path_buf).unwrap_or_default()
+                };
+                if d.is_dir() && !out.contains(&d) {
+                    out.push(d);
+                }
+            }
+        }
+        out
     }
 
     /// Bytes of the capture files (`*.xplane.pb`) a case reads, for the table.
@@ -398,6 +433,53 @@ fn competitor_bin() -> Option<PathBuf> {
     }
     let py = PathBuf::from(std::env::var_os("XPROF_RS_PYTHON")?);
     Some(py.parent()?.join("xprof-rs")).filter(|p| p.is_file())
+}
+
+/// Keeps input directories as they were: XProf and xprof-rs write files into the run directory
+/// (`<module>.hlo_proto.pb`, `.cached_tools.json`, op-stats caches) and then read them instead of
+/// the capture. Every run starts from the original directory: files that appear are removed after
+/// each run and reported (our own tools must never write there).
+struct InputGuard {
+    dirs: Vec<(PathBuf, std::collections::BTreeSet<std::ffi::OsString>)>,
+    wrote: std::collections::BTreeSet<String>,
+}
+
+impl InputGuard {
+    fn new(dirs: Vec<PathBuf>) -> InputGuard {
+        let dirs = dirs
+            .into_iter()
+            .map(|d| {
+                let names = std::fs::read_dir(&d)
+                    .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
+                    .unwrap_or_default();
+                (d, names)
+            })
+            .collect();
+        InputGuard {
+            dirs,
+            wrote: Default::default(),
+        }
+    }
+
+    fn sweep(&mut self) {
+        for (d, before) in &self.dirs {
+            let Ok(rd) = std::fs::read_dir(d) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                if before.contains(&e.file_name()) {
+                    continue;
+                }
+                let p = e.path();
+                self.wrote.insert(p.display().to_string());
+                let _ = if p.is_dir() {
+                    std::fs::remove_dir_all(&p)
+                } else {
+                    std::fs::remove_file(&p)
+                };
+            }
+        }
+    }
 }
 
 /// One measured process: wall time and the child's own peak RSS.
@@ -485,8 +567,10 @@ fn measure(
     o: &Opts,
     tmp: &Path,
     is_xprof: bool,
+    guard: &mut InputGuard,
 ) -> crate::Result<Value> {
     let (code, err) = probe(bin, args, tmp)?;
+    guard.sweep();
     if is_xprof && code == 2 && err.contains("unknown tool") {
         return Ok(json!({"status": "skipped: tool not available", "exit": code}));
     }
@@ -495,10 +579,12 @@ fn measure(
     }
     for _ in 1..o.warmup {
         run_once(bin, args, tmp)?;
+        guard.sweep();
     }
     let mut samples = Vec::with_capacity(o.runs);
     for _ in 0..o.runs {
         samples.push(run_once(bin, args, tmp)?);
+        guard.sweep();
     }
     let bad: Vec<i32> = samples.iter().map(|s| s.exit).filter(|&e| e != 0).collect();
     let mut wall: Vec<f64> = samples.iter().map(|s| s.wall_ms).collect();
@@ -602,13 +688,26 @@ pub fn run(args: &[String]) -> crate::Result {
             Ok(mut a) => {
                 a.insert(0, c.tool.to_string());
                 a.push("--no_cache".into());
-                measure(&xprof, &a, &o, &tmp, true)?
+                let mut guard = InputGuard::new(inputs.dirs(c.args));
+                let mut r = measure(&xprof, &a, &o, &tmp, true, &mut guard)?;
+                if !guard.wrote.is_empty() {
+                    eprint!(" [xprof WROTE INTO ITS INPUT: {:?}]", guard.wrote);
+                    r["wrote_into_input"] = json!(guard.wrote);
+                }
+                r
             }
         };
         let theirs = match (&comp, c.competitor) {
             (Some(bin), Some(cargs)) => Some(match inputs.resolve(cargs) {
                 Err(p) => json!({"status": format!("skipped: input missing ({p})")}),
-                Ok(a) => measure(bin, &a, &o, &tmp, false)?,
+                Ok(a) => {
+                    let mut guard = InputGuard::new(inputs.dirs(cargs));
+                    let mut r = measure(bin, &a, &o, &tmp, false, &mut guard)?;
+                    if !guard.wrote.is_empty() {
+                        r["wrote_into_input"] = json!(guard.wrote);
+                    }
+                    r
+                }
             }),
             _ => None,
         };
@@ -708,16 +807,7 @@ mod tests {
 
     #[test]
     fn case_ids_are_unique_and_placeholders_known() {
-        let known = [
-            "seed_logdir",
-            "seed",
-            "jf_dump",
-            "x200",
-            "jax_large",
-            "mlp",
-            "hlo_dump",
-            "ids64",
-        ];
+        let inputs = Inputs::new(&parse_args(&[]).unwrap());
         let mut ids = std::collections::HashSet::new();
         for c in CASES {
             assert!(ids.insert(c.id), "duplicate case id {}", c.id);
@@ -726,7 +816,7 @@ mod tests {
                     let name = &a[start + 1..a[start..].find('}').unwrap() + start];
                     // Module names like jit_x(123) contain no braces; only inputs do.
                     assert!(
-                        known.contains(&name),
+                        inputs.0.contains_key(name),
                         "unknown placeholder {name} in {}",
                         c.id
                     );
