@@ -48,6 +48,18 @@ fn allocator_json(a: &AllocatorProfile) -> Value {
         "peak_step_id": a.peak_step_id,
         "peak_bytes_usage_lifetime": s.peak_bytes_usage_lifetime,
         "active_allocations_at_peak": rows,
+        // The sampled timeline (≤ 1000 points, max-box filtered as XProf samples it).
+        "timeline": {
+            "columns": ["time_offset_ps", "heap_allocated_bytes", "stack_reserved_bytes", "activity"],
+            "rows": a.sampled_timeline.iter().map(|t| json!([
+                t.time_offset_ps,
+                t.stats.heap_allocated_bytes,
+                t.stats.stack_reserved_bytes,
+                t.meta.memory_activity.as_str(),
+            ])).collect::<Vec<_>>(),
+            "total_events": a.snapshots.len(),
+            "sampled": a.sampled_timeline.len() < a.snapshots.len(),
+        },
     })
 }
 
@@ -80,7 +92,8 @@ impl Tool for GetMemoryProfile {
         "{capture, run, host, memory_capacity_gib, peak_memory_usage_gib, peak_usage_details{…}, \
          peak{memory_id, peak_bytes_in_use, stack_reserved_bytes, heap_allocated_bytes, \
          free_memory_bytes, memory_capacity_bytes, fragmentation, peak_time_offset_ps, …}, \
-         allocators[…], memory_ids, hlo_modules, memory_profile{XProf JSON}}"
+         allocators[{…, active_allocations_at_peak, timeline{columns, rows}}], memory_ids, \
+         memory_profile{XProf JSON}}"
     }
     fn examples(&self) -> Vec<Example> {
         vec![
@@ -148,6 +161,7 @@ impl Tool for GetMemoryProfile {
         exact["tie_rule"] = json!("among snapshots with equal peak usage, the latest in time");
         if let Some(rows) = exact.as_object_mut() {
             rows.remove("active_allocations_at_peak");
+            rows.remove("timeline");
         }
         body.insert("peak".into(), exact);
         body.insert(
