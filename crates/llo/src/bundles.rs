@@ -38,41 +38,45 @@ impl Bundle {
     }
 }
 
-/// Remove `/* … */` comments, honouring nesting.
+/// Remove `/* … */` comments, honouring nesting. Uses substring search (not a byte loop):
+/// it runs over whole listings.
 pub fn strip_comments(s: &str) -> String {
-    let b = s.as_bytes();
     let mut out = String::with_capacity(s.len());
-    let mut depth = 0usize;
     let mut i = 0;
-    let mut seg_start = 0;
-    while i < b.len() {
-        if b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
-            if depth == 0 {
-                out.push_str(&s[seg_start..i]);
+    let mut depth = 0usize;
+    while i < s.len() {
+        if depth == 0 {
+            match s[i..].find("/*") {
+                Some(k) => {
+                    out.push_str(&s[i..i + k]);
+                    i += k + 2;
+                    depth = 1;
+                }
+                None => {
+                    out.push_str(&s[i..]);
+                    break;
+                }
             }
-            depth += 1;
-            i += 2;
-            continue;
-        }
-        if depth > 0 && b[i] == b'*' && b.get(i + 1) == Some(&b'/') {
-            depth -= 1;
-            i += 2;
-            if depth == 0 {
-                seg_start = i;
+        } else {
+            let open = s[i..].find("/*");
+            let close = s[i..].find("*/");
+            match (open, close) {
+                (Some(o), Some(c)) if o < c => {
+                    depth += 1;
+                    i += o + 2;
+                }
+                (_, Some(c)) => {
+                    depth -= 1;
+                    i += c + 2;
+                }
+                // An unclosed comment runs to the end.
+                (_, None) => break,
             }
-            continue;
         }
-        i += 1;
-    }
-    if depth == 0 {
-        out.push_str(&s[seg_start..]);
     }
     out
 }
 
-static START_RE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^\s*(0x[0-9a-fA-F]+|\d+)\s*(?:([A-Z]{2})\s*)?:\s*(.*)$").unwrap()
-});
 static HLO_RE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"hlo: ([^\s*/]+)").unwrap());
 static REGION_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?:Start|End)(?: empty)? region \d+").unwrap());
@@ -118,12 +122,35 @@ fn parse_addr(s: &str) -> Option<u64> {
     }
 }
 
+/// A bundle's first line: `<ws><addr><ws>[<CT>]:<rest>` → (address, CT marker, rest). Hand
+/// parsed: this runs on every line of multi-megabyte listings.
+fn bundle_start(line: &str) -> Option<(u64, Option<&str>, &str)> {
+    let t = line.trim_start();
+    let tok_end = t
+        .find(|c: char| !c.is_ascii_alphanumeric())
+        .unwrap_or(t.len());
+    let addr = parse_addr(&t[..tok_end])?;
+    let mut rest = t[tok_end..].trim_start();
+    let mut ct = None;
+    let b = rest.as_bytes();
+    if b.len() >= 2 && b[0].is_ascii_uppercase() && b[1].is_ascii_uppercase() {
+        ct = Some(&rest[..2]);
+        rest = rest[2..].trim_start();
+    }
+    let rest = rest.strip_prefix(':')?;
+    Some((addr, ct, rest.trim()))
+}
+
 fn finish(b: &mut Bundle) {
-    b.hlo = HLO_RE.captures(&b.text).map(|c| c[1].to_string());
-    b.regions = REGION_RE
-        .find_iter(&b.text)
-        .map(|m| m.as_str().to_string())
-        .collect();
+    if b.text.contains("hlo: ") {
+        b.hlo = HLO_RE.captures(&b.text).map(|c| c[1].to_string());
+    }
+    if b.text.contains(" region ") {
+        b.regions = REGION_RE
+            .find_iter(&b.text)
+            .map(|m| m.as_str().to_string())
+            .collect();
+    }
     b.loop_depth = b
         .text
         .chars()
@@ -152,12 +179,9 @@ pub fn parse(text: &str, path: &Path) -> Result<Listing> {
             }
             continue;
         }
-        if let Some(c) = START_RE.captures(line)
-            && let Some(addr) = parse_addr(&c[1])
-        {
+        if let Some((addr, ct, rest)) = bundle_start(line) {
             // A bundle opens with `{` (possibly after `>` markers); anything else that looks
             // like `<n> :` is continuation text.
-            let rest = c[3].trim_end();
             if rest.trim_start_matches(['>', ' ']).starts_with('{') {
                 if let Some(mut b) = cur.take() {
                     finish(&mut b);
@@ -165,7 +189,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Listing> {
                 }
                 cur = Some(Bundle {
                     address: addr,
-                    ct_marker: c.get(2).map(|m| m.as_str().to_string()),
+                    ct_marker: ct.map(str::to_string),
                     loop_depth: 0,
                     text: rest.to_string(),
                     hlo: None,

@@ -4,23 +4,13 @@
 //! tile staging, pushes with index 1 alone mean 128-lane staging, anything else (no push,
 //! or an MXU-looking mnemonic the model does not know) is `null` with the reason.
 
-use std::collections::BTreeMap;
-use std::sync::LazyLock;
-
-use regex::Regex;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
 use crate::bundles::strip_comments;
 
-// The leading `v` is required on both patterns: listings spell these `vmat…`, while HLO
-// names in comments (`matmul.3`) and prose ("materialized") must not count.
-static MODELED_RE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\bv(matmul|matpush(\d+)|matprep|matpop|matres)((?:\.[a-z0-9]+)*)\b").unwrap()
-});
-static ANY_RE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\bvmat[a-z]+\d*\b").unwrap());
-static POP_RE: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"\bvpop((?:\.[a-z0-9]+)+)\b").unwrap());
-
+// The leading `v` is required: listings spell these `vmat…`, while HLO names in comments
+// (`matmul.3`) and prose ("materialized") must not count.
 const DTYPES: &[&str] = &[
     "bf16", "f32", "f16", "s8", "u8", "s16", "s32", "f8e4m3", "f8e5m2", "x8", "hf8", "qf8",
 ];
@@ -105,29 +95,84 @@ impl MxuScan {
     }
 }
 
-/// Count MXU mnemonics in listing text, outside `/* … */` comments.
+fn is_word(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// `.seg.seg…` modifiers after a mnemonic: lowercase/digit segments, each ending at a word
+/// boundary (the `(?:\.[a-z0-9]+)*\b` of the mnemonic grammar).
+fn modifiers(b: &[u8], mut i: usize) -> (usize, Vec<&str>) {
+    let mut mods = Vec::new();
+    while i < b.len() && b[i] == b'.' {
+        let s = i + 1;
+        let mut e = s;
+        while e < b.len() && (b[e].is_ascii_lowercase() || b[e].is_ascii_digit()) {
+            e += 1;
+        }
+        if e == s || (e < b.len() && is_word(b[e])) {
+            break;
+        }
+        mods.push(std::str::from_utf8(&b[s..e]).unwrap_or(""));
+        i = e;
+    }
+    (i, mods)
+}
+
+/// Count MXU mnemonics in listing text, outside `/* … */` comments. Hand-scanned (this runs
+/// over multi-megabyte listings): a mnemonic is `v` + `mat<letters><digits>` at a word
+/// boundary; `matmul`, `matprep`, `matpop`, `matres` and `matpush<N>` are modeled, any other
+/// is recorded as unmodeled.
 pub fn scan_mxu_mnemonics(text: &str) -> MxuScan {
     let code = strip_comments(text);
+    let b = code.as_bytes();
     let mut s = MxuScan::default();
     let mut push: Vec<String> = Vec::new();
     let mut units: Vec<String> = Vec::new();
-    for line in code.lines() {
-        if !line.contains("vmat") && !line.contains("vpop") {
+    // Candidate positions of `vmat` and `vpop.` (substring search is far cheaper than
+    // visiting every `v`: register names are full of them), in text order.
+    let mut starts: Vec<usize> = code.match_indices("vmat").map(|(i, _)| i).collect();
+    starts.extend(code.match_indices("vpop.").map(|(i, _)| i));
+    starts.sort_unstable();
+    let mut i = 0;
+    for at in starts {
+        if at < i || (at > 0 && is_word(b[at - 1])) {
             continue;
         }
-        let mut spans = Vec::new();
-        for c in MODELED_RE.captures_iter(line) {
-            let m = c.get(0).unwrap();
-            spans.push((m.start(), m.end()));
-            let op = c[1].to_string();
-            *s.op_counts.entry(op.clone()).or_default() += 1;
-            if let Some(p) = c.get(2)
-                && !push.iter().any(|x| x == p.as_str())
-            {
-                push.push(p.as_str().to_string());
+        i = at + 1;
+        let rest = &b[at + 1..];
+        if rest.starts_with(b"mat") {
+            let mut e = at + 1;
+            while e < b.len() && b[e].is_ascii_lowercase() {
+                e += 1;
             }
-            let mods: Vec<&str> = c[3].split('.').filter(|m| !m.is_empty()).collect();
-            if op.starts_with("matmul") || op.starts_with("matpush") {
+            let letters_end = e;
+            while e < b.len() && b[e].is_ascii_digit() {
+                e += 1;
+            }
+            if e < b.len() && is_word(b[e]) {
+                continue;
+            }
+            let base = &code[at + 1..e];
+            let letters = &code[at + 1..letters_end];
+            let digits = &code[letters_end..e];
+            let modeled = match letters {
+                "matmul" | "matprep" | "matpop" | "matres" => digits.is_empty(),
+                "matpush" => !digits.is_empty(),
+                _ => false,
+            };
+            if !modeled {
+                *s.unmodeled.entry(format!("v{base}")).or_default() += 1;
+                i = e;
+                continue;
+            }
+            let (end, mods) = modifiers(b, e);
+            i = end;
+            let op = base.to_string();
+            *s.op_counts.entry(op.clone()).or_default() += 1;
+            if letters == "matpush" && !push.iter().any(|x| x == digits) {
+                push.push(digits.to_string());
+            }
+            if letters == "matmul" || letters == "matpush" {
                 let mut seen: Vec<&str> = Vec::new();
                 for d in mods.iter().filter(|m| DTYPES.contains(m)) {
                     if !seen.contains(d) {
@@ -146,15 +191,11 @@ pub fn scan_mxu_mnemonics(text: &str) -> MxuScan {
                     .entry(op.clone())
                     .or_default() += 1;
             }
-        }
-        for m in ANY_RE.find_iter(line) {
-            if !spans.iter().any(|(a, b)| m.start() >= *a && m.end() <= *b) {
-                *s.unmodeled.entry(m.as_str().to_string()).or_default() += 1;
-            }
-        }
-        for c in POP_RE.captures_iter(line) {
-            let mods: Vec<&str> = c[1].split('.').collect();
-            if mods.contains(&"mrf")
+        } else if rest.starts_with(b"pop.") {
+            let (end, mods) = modifiers(b, at + 4);
+            i = end;
+            if (end >= b.len() || !is_word(b[end]))
+                && mods.contains(&"mrf")
                 && let Some(u) = mods.iter().find(|m| UNITS.contains(m))
             {
                 *s.result_pops.entry(u.to_string()).or_default() += 1;
@@ -171,6 +212,57 @@ pub fn scan_mxu_mnemonics(text: &str) -> MxuScan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use regex::Regex;
+
+    /// The mnemonic grammar as regexes: the oracle the hand scanner is checked against.
+    fn regex_scan(text: &str) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
+        let modeled =
+            Regex::new(r"\bv(matmul|matpush(\d+)|matprep|matpop|matres)((?:\.[a-z0-9]+)*)\b")
+                .unwrap();
+        let any = Regex::new(r"\bvmat[a-z]+\d*\b").unwrap();
+        let code = strip_comments(text);
+        let (mut ops, mut unmodeled) = (BTreeMap::new(), BTreeMap::new());
+        for line in code.lines() {
+            let mut spans = Vec::new();
+            for c in modeled.captures_iter(line) {
+                let m = c.get(0).unwrap();
+                spans.push((m.start(), m.end()));
+                *ops.entry(c[1].to_string()).or_default() += 1;
+            }
+            for m in any.find_iter(line) {
+                if !spans.iter().any(|(a, b)| m.start() >= *a && m.end() <= *b) {
+                    *unmodeled.entry(m.as_str().to_string()).or_default() += 1;
+                }
+            }
+        }
+        (ops, unmodeled)
+    }
+
+    #[test]
+    fn hand_scanner_agrees_with_the_regex_grammar() {
+        let samples = [
+            "vmatmul.mubr.f32.mxu0 vmatpush1.bf16.msra.mxu1 xvmatmul vmatmul2 vmatpush vmatfoo.x",
+            "a.vmatprep.subr.mxu0;vmatres.mxu3 vmatpop.f32.mxu2 _vmatmul vmatmul_x",
+            "%1 = vmatpush12.bf16 /* vmatmul in comment */ vpop.f32.mrf.mxu0",
+        ];
+        for t in samples {
+            let s = scan_mxu_mnemonics(t);
+            let (ops, un) = regex_scan(t);
+            assert_eq!(s.op_counts, ops, "{t}");
+            assert_eq!(s.unmodeled, un, "{t}");
+        }
+        if let Some(f) = crate::testutil::fixtures() {
+            let t = std::fs::read_to_string(
+                f.join("jf_dump/1783579467107688879-matmul_optimized.1-124-final_bundles.txt"),
+            )
+            .unwrap();
+            let s = scan_mxu_mnemonics(&t);
+            let (ops, un) = regex_scan(&t);
+            assert_eq!(s.op_counts, ops);
+            assert_eq!(s.unmodeled, un);
+            assert_eq!(s.result_pops.values().sum::<u64>(), 2048);
+        }
+    }
 
     #[test]
     fn row30_matpush3_is_full_width() {
