@@ -228,6 +228,23 @@ fn i(v: u64) -> i64 {
     v as i64
 }
 
+/// A length-delimited field whose one-byte tag is at `p`: its payload span and the position
+/// after it.
+#[inline(always)]
+fn len_field(buf: &[u8], p: usize, e: usize) -> WireResult<(Span, usize)> {
+    let mut q = p + 1;
+    let len_at = q;
+    let len = wire::read_varint(buf, &mut q, e)?;
+    if len > (e - q) as u64 {
+        return Err(WireError {
+            offset: len_at as u64,
+            kind: wire::WireErrorKind::Truncated,
+        });
+    }
+    let end = q + len as usize;
+    Ok(((q, end), end))
+}
+
 /// Validate one XStat message (every oneof member's wire type, strings' UTF-8).
 #[inline(always)]
 fn validate_stat(buf: &[u8], s: usize, e: usize) -> WireResult<()> {
@@ -242,6 +259,18 @@ fn validate_stat(buf: &[u8], s: usize, e: usize) -> WireResult<()> {
             }
             0x11 if e - p > 8 => {
                 p += 9;
+                continue;
+            }
+            0x2a => {
+                let (sp, next) = len_field(buf, p, e)?;
+                if std::str::from_utf8(&buf[sp.0..sp.1]).is_ok() {
+                    p = next;
+                    continue;
+                }
+                // Invalid UTF-8: fall through so the general path reports it.
+            }
+            0x32 | 0x42 => {
+                p = len_field(buf, p, e)?.1;
                 continue;
             }
             _ => {}
@@ -278,6 +307,12 @@ fn validate_event(buf: &[u8], s: usize, e: usize) -> WireResult<i64> {
             0x10 | 0x18 | 0x28 => {
                 p += 1;
                 wire::read_varint(buf, &mut p, e)?;
+                continue;
+            }
+            0x22 => {
+                let ((ss, se), next) = len_field(buf, p, e)?;
+                validate_stat(buf, ss, se)?;
+                p = next;
                 continue;
             }
             _ => {}

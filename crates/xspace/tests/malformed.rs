@@ -210,6 +210,25 @@ fn errors_deep_in_events_name_the_path_and_offset() {
     );
     assert_eq!(e.offset(), Some(bad_at as u64));
     assert!(pb::XSpace::decode(bytes.as_slice()).is_err());
+
+    // Invalid UTF-8 in an event's str_value, and a stat running past its event.
+    let bad_utf8 = [0x08, 0x01, 0x2a, 0x02, 0xc3, 0x28];
+    let line = [ld(0x12, b"L"), ld(0x22, &event(&bad_utf8))].concat();
+    let bytes = ld(0x0a, &[ld(0x12, b"p"), ld(0x1a, &line)].concat());
+    let e = XSpace::from_bytes_named(bytes.clone(), "u.xplane.pb", &strict()).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("field 5 (str_value) is a string but not valid UTF-8"),
+        "{e}"
+    );
+    assert_eq!(e.offset(), Some(bytes.len() as u64 - 2));
+    assert!(pb::XSpace::decode(bytes.as_slice()).is_err());
+    let overrun = [0x08, 0x01, 0x2a, 0x05, b'a'];
+    let line = [ld(0x12, b"L"), ld(0x22, &event(&overrun))].concat();
+    let bytes = ld(0x0a, &[ld(0x12, b"p"), ld(0x1a, &line)].concat());
+    let e = XSpace::from_bytes_named(bytes.clone(), "o.xplane.pb", &strict()).unwrap_err();
+    assert!(e.to_string().contains("truncated"), "{e}");
+    assert_eq!(e.offset(), Some(bytes.len() as u64 - 2));
 }
 
 #[test]
