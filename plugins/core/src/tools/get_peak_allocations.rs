@@ -54,7 +54,8 @@ impl Tool for GetPeakAllocations {
     fn output(&self) -> &'static str {
         "{capture, run, summary{total_modules, top_modules[{module_name, total_hbm_mib, \
          total_hbm_bytes}]}, modules[{module_name, total_hbm_mib, total_hbm_bytes, peak_heap_mib, \
-         peak_heap_bytes, top_buffers[{instruction, size_mib, size_bytes, count}]}], warnings}"
+         peak_heap_bytes, top_buffers[{instruction, size_mib, size_bytes, count}]}], memory_space} \
+         (modules whose buffer assignment does not simulate are skipped with a capture warning)"
     }
     fn examples(&self) -> Vec<Example> {
         vec![
