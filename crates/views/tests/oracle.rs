@@ -153,3 +153,35 @@ fn empty_views_are_empty_like_xprof() {
         assert_table(&format!("{name} megascale_stats"), &ms.table(), &o[0]);
     }
 }
+
+#[test]
+fn smart_suggestions_from_xprof_rules_equal_xprof() {
+    let mut n = 0;
+    for (name, run, oracle_dir) in oracle_fixtures() {
+        let Some(theirs) = oracle_opt(&oracle_dir, "smart_suggestion") else {
+            continue;
+        };
+        let r = load(&run);
+        let s = r.op_stats().expect("op stats");
+        let ip = xprof_views::input_pipeline::input_pipeline(&s, &r.core_details());
+        let ours = xprof_views::suggestions::smart_suggestions(&xprof_views::suggestions::signals(
+            &s, &ip,
+        ));
+        let xprof_rules: Vec<&serde_json::Value> = ours["suggestions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|x| x["source"] == "xprof")
+            .map(|x| &x["ruleName"])
+            .collect();
+        let want: Vec<&serde_json::Value> = theirs["suggestions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| &x["ruleName"])
+            .collect();
+        assert_eq!(xprof_rules, want, "{name}");
+        n += 1;
+    }
+    assert!(n >= 1);
+}

@@ -60,14 +60,18 @@ impl Tool for GetPerfCounters {
         body.insert("counter_events".into(), json!(p.counter_events));
         body.insert("table".into(), t.to_json(limit));
         if t.records.is_empty() {
+            const EMPTY: &str = "EMPTY: no counter samples in this capture. On TPU v5p/v6e counter sampling is silently unavailable — this is expected, not a capture error. On v7+ enable counter sampling at capture time.";
             let reason = if p.device_planes == 0 {
                 "no TPU/GPU plane: performance counters are sampled on accelerators only"
+                    .to_string()
             } else if p.planes_with_chip_id == 0 {
-                "no device plane has a `global_chip_id` or `device_id` stat, so XProf reads no counters from it"
+                format!(
+                    "no device plane has a `global_chip_id` or `device_id` stat, so no counters are read from it. {EMPTY}"
+                )
             } else {
-                "EMPTY: no counter samples (`counter_value` stats) in this capture. On TPU v5p/v6e counter sampling is silently unavailable — this is expected, not a capture error. On v7+ enable counter sampling at capture time."
+                format!("no `counter_value` stats on the device planes. {EMPTY}")
             };
-            return Ok(no_data_with(&s, &used, &[], reason, COUNTER_FLAGS, body));
+            return Ok(no_data_with(&s, &used, &[], &reason, COUNTER_FLAGS, body));
         }
         body.insert(
             "note".into(),
