@@ -47,6 +47,8 @@
 //! assert!(!bytes.is_empty());
 //! ```
 
+#![warn(missing_docs)]
+
 use prost::Message;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -60,10 +62,15 @@ pub use xprof_proto;
 /// `&str`/`String` → string, `Vec<u8>`/`&[u8]` → bytes, [`Ref`] → `ref_value`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum StatValue {
+    /// `double_value`.
     Double(f64),
+    /// `int64_value`.
     Int(i64),
+    /// `uint64_value`.
     Uint(u64),
+    /// `str_value`.
     Str(String),
+    /// `bytes_value`.
     Bytes(Vec<u8>),
     /// A string stored as a stat metadata name (`ref_value`), as XProf does for repeated strings.
     Ref(String),
@@ -183,6 +190,7 @@ pub struct XSpaceBuilder {
 }
 
 impl XSpaceBuilder {
+    /// An empty XSpace.
     pub fn new() -> Self {
         Self::default()
     }

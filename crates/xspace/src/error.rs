@@ -7,7 +7,9 @@ pub enum XSpaceError {
     /// The file could not be opened or read.
     #[error("cannot read {}: {source}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The OS error.
         #[source]
         source: std::io::Error,
     },

@@ -49,6 +49,8 @@
 //! # Ok::<(), xprof_xspace::XSpaceError>(())
 //! ```
 
+#![warn(missing_docs)]
+
 mod error;
 pub mod hlo;
 pub mod names;
@@ -1272,10 +1274,15 @@ impl<'a> StatMetadata<'a> {
 pub enum StatValue<'a> {
     /// No member set.
     None,
+    /// `double_value`.
     Double(f64),
+    /// `uint64_value`.
     Uint(u64),
+    /// `int64_value`.
     Int(i64),
+    /// `str_value`.
     Str(&'a str),
+    /// `bytes_value` (often a nested serialized proto).
     Bytes(&'a [u8]),
     /// A string stored as a stat metadata's name; [`Stat::str`] resolves it.
     Ref(u64),

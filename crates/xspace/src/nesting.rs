@@ -6,7 +6,9 @@
 pub struct NestedEvent<T> {
     /// The caller's item.
     pub item: T,
+    /// Start, as given.
     pub start_ps: i64,
+    /// Duration, as given (the inclusive time).
     pub duration_ps: i64,
     /// `duration_ps` minus the durations of *direct* children, saturating at 0.
     pub self_time_ps: i64,

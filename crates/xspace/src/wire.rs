@@ -11,11 +11,17 @@ use std::fmt;
 /// Protobuf wire types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WireType {
+    /// 0: int32/64, uint32/64, bool, enum.
     Varint = 0,
+    /// 1: double, fixed64.
     Fixed64 = 1,
+    /// 2: string, bytes, messages, packed repeated.
     Len = 2,
+    /// 3: deprecated group start.
     StartGroup = 3,
+    /// 4: deprecated group end.
     EndGroup = 4,
+    /// 5: float, fixed32.
     Fixed32 = 5,
 }
 
@@ -36,28 +42,41 @@ impl WireType {
 /// What went wrong at the wire level, with the absolute byte offset.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WireError {
+    /// Absolute byte offset in the buffer.
     pub offset: u64,
+    /// What was wrong.
     pub kind: WireErrorKind,
 }
 
+/// The kinds of wire-level errors.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WireErrorKind {
     /// The buffer (or the enclosing message) ended inside a value.
     Truncated,
     /// A varint of more than 10 bytes, or one that overflows 64 bits.
     OverlongVarint,
+    /// Wire types 6 and 7 do not exist.
     InvalidWireType(u64),
+    /// Field numbers start at 1.
     FieldNumberZero,
+    /// Field numbers end at 2^29 − 1.
     FieldNumberTooLarge(u64),
     /// A known field arrived with another wire type than the schema's.
     UnexpectedWireType {
+        /// Field number.
         field: u32,
+        /// Field name in the schema.
         name: &'static str,
+        /// The wire type found.
         got: WireType,
+        /// The schema's wire type.
         want: WireType,
     },
+    /// A `string` field that is not UTF-8.
     InvalidUtf8 {
+        /// Field number.
         field: u32,
+        /// Field name in the schema.
         name: &'static str,
     },
     /// An end-group tag without a matching start, or a group that never ends.
@@ -96,6 +115,7 @@ impl fmt::Display for WireErrorKind {
     }
 }
 
+/// Result of wire decoding.
 pub type WireResult<T> = Result<T, WireError>;
 
 #[inline]
@@ -167,15 +187,20 @@ fn read_varint_slow(buf: &[u8], pos: &mut usize, end: usize) -> WireResult<u64> 
 /// One field's value; `Len` carries the absolute `[start, end)` of its payload.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Value {
+    /// A varint.
     Varint(u64),
+    /// Eight little-endian bytes.
     Fixed64(u64),
+    /// Four little-endian bytes.
     Fixed32(u32),
+    /// Payload `[start, end)`, absolute.
     Len(usize, usize),
     /// A group (of an unknown field), already skipped.
     Group,
 }
 
 impl Value {
+    /// The wire type this value was encoded with.
     pub fn wire_type(&self) -> WireType {
         match self {
             Value::Varint(_) => WireType::Varint,
@@ -190,8 +215,11 @@ impl Value {
 /// A decoded field: number, value and the absolute offset of its tag.
 #[derive(Clone, Copy, Debug)]
 pub struct Field {
+    /// Field number.
     pub number: u32,
+    /// Decoded value.
     pub value: Value,
+    /// Absolute offset of the tag.
     pub offset: usize,
 }
 
@@ -216,6 +244,7 @@ impl Field {
             _ => self.mismatch(name, WireType::Varint),
         }
     }
+    /// The value of a fixed64 field (double, fixed64).
     #[inline]
     pub fn fixed64(&self, name: &'static str) -> WireResult<u64> {
         match self.value {
