@@ -65,11 +65,10 @@ fn decode(bytes: &[u8], origin: &str) -> Result<HloModuleProto, HloError> {
     })
 }
 
-/// Modules embedded in one XSpace's `/host:metadata` plane, with their decoded protos.
-fn embedded(
-    space: &XSpace,
-    path: &std::path::Path,
-) -> Result<Vec<(CapturedModule, HloModuleProto)>, HloError> {
+/// Modules embedded in one XSpace's `/host:metadata` plane. The event metadata is named
+/// `<module>(<program_id>)` by the profiler; only when it is not is the proto decoded for the
+/// module's name (decoding every module just to list them costs more than the listing).
+fn embedded(space: &XSpace, path: &std::path::Path) -> Result<Vec<CapturedModule>, HloError> {
     let Some(plane) = space.plane("/host:metadata") else {
         return Ok(Vec::new());
     };
@@ -78,28 +77,31 @@ fn embedded(
         let Some(bytes) = md.stat("Hlo Proto").and_then(|s| s.bytes()) else {
             continue;
         };
-        let origin = format!(
-            "{} (/host:metadata, event metadata {})",
-            path.display(),
-            md.id()
-        );
-        let module = decode(bytes, &origin)?;
         let program_id = md
             .stat("program_id")
             .and_then(|s| s.uint().or_else(|| s.int().map(|i| i as u64)))
             .unwrap_or(md.id() as u64);
-        out.push((
-            CapturedModule {
-                name: format!("{}({program_id})", module.name),
-                module_name: module.name.clone(),
-                program_id: Some(program_id.to_string()),
-                source: ModuleSource::XSpace {
-                    path: path.to_path_buf(),
-                    metadata_id: md.id(),
-                },
+        let (named, named_id) = split_program_id(md.name());
+        let module_name =
+            if named_id.as_deref() == Some(program_id.to_string().as_str()) && !named.is_empty() {
+                named
+            } else {
+                let origin = format!(
+                    "{} (/host:metadata, event metadata {})",
+                    path.display(),
+                    md.id()
+                );
+                decode(bytes, &origin)?.name
+            };
+        out.push(CapturedModule {
+            name: format!("{module_name}({program_id})"),
+            module_name,
+            program_id: Some(program_id.to_string()),
+            source: ModuleSource::XSpace {
+                path: path.to_path_buf(),
+                metadata_id: md.id(),
             },
-            module,
-        ));
+        });
     }
     Ok(out)
 }
@@ -134,7 +136,7 @@ pub fn list_modules(session: &Session) -> Result<(Vec<CapturedModule>, Vec<PathB
     for host in &session.hosts {
         let space = XSpace::open(&host.path)?;
         read.push(host.path.clone());
-        for (m, _) in embedded(&space, &host.path)? {
+        for m in embedded(&space, &host.path)? {
             let id = m.program_id.clone().unwrap_or_default();
             if names.contains(&m.name) || ids.contains(&id) {
                 continue;

@@ -127,3 +127,22 @@ pub fn module_param(p: Params) -> Params {
         "Module as list_hlo_modules names it (`jit_f(123)`); the bare name or the program id also work when unique. Default: the first module.",
     )
 }
+
+/// A text result of a capture tool: the `capture` block first (as every capture tool's result
+/// starts), then `format`, `text` and the rest.
+pub fn capture_text(
+    capture: serde_json::Value,
+    format: &str,
+    text: String,
+    extra: serde_json::Map<String, serde_json::Value>,
+) -> xprof_plugin_api::ToolOutput {
+    let mut o = serde_json::Map::new();
+    o.insert("capture".into(), capture);
+    o.insert("format".into(), format.into());
+    o.insert("text".into(), text.into());
+    o.extend(extra.into_iter().filter(|(k, _)| k != "capture"));
+    xprof_plugin_api::ToolOutput {
+        value: serde_json::Value::Object(o),
+        content_type: xprof_plugin_api::ContentType::Text,
+    }
+}

@@ -7,7 +7,7 @@ use xprof_hlo::graph::Graph;
 use xprof_hlo::print::{ModuleView, PrintOptions};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use crate::common::{hlo_error, load_module, module_param, no_hlo, truncation_note};
+use crate::common::{capture_text, hlo_error, load_module, module_param, no_hlo, truncation_note};
 
 pub struct GetGraphViewer;
 register_tool!(GetGraphViewer);
@@ -105,7 +105,7 @@ impl Tool for GetGraphViewer {
                 }
                 extra.insert("line_count".into(), json!(total));
                 extra.insert("truncated".into(), json!(truncated));
-                Ok(ToolOutput::text("hlo_text", body, extra))
+                Ok(capture_text(lm.capture_block(), "hlo_text", body, extra))
             }
             "adj_nodes" => {
                 let node = node.ok_or_else(|| {
@@ -148,9 +148,9 @@ impl Tool for GetGraphViewer {
                 extra.insert("edge_count".into(), json!(edges));
                 if ty == "svg" {
                     let svg = render_svg(&dot)?;
-                    Ok(ToolOutput::text("svg", svg, extra))
+                    Ok(capture_text(lm.capture_block(), "svg", svg, extra))
                 } else {
-                    Ok(ToolOutput::text("dot", dot, extra))
+                    Ok(capture_text(lm.capture_block(), "dot", dot, extra))
                 }
             }
         }

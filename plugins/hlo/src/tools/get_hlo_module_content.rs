@@ -2,7 +2,7 @@ use serde_json::{Map, json};
 use xprof_hlo::print::{PrintOptions, print_module};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use crate::common::{load_module, module_param, no_hlo, truncation_note};
+use crate::common::{capture_text, load_module, module_param, no_hlo, truncation_note};
 
 pub struct GetHloModuleContent;
 register_tool!(GetHloModuleContent);
@@ -76,6 +76,6 @@ impl Tool for GetHloModuleContent {
         );
         extra.insert("truncated".into(), json!(truncated));
         extra.insert("available_modules".into(), json!(lm.available));
-        Ok(ToolOutput::text("hlo_text", body, extra))
+        Ok(capture_text(lm.capture_block(), "hlo_text", body, extra))
     }
 }

@@ -3,7 +3,7 @@ use xprof_hlo::graph::{Direction, Graph};
 use xprof_hlo::print::{PrintOptions, print_module};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use crate::common::{hlo_error, load_module, module_param, no_hlo};
+use crate::common::{capture_text, hlo_error, load_module, module_param, no_hlo};
 
 pub struct GetHloNeighborhood;
 register_tool!(GetHloNeighborhood);
@@ -110,6 +110,6 @@ impl Tool for GetHloNeighborhood {
         extra.insert("radius".into(), json!(radius));
         extra.insert("direction".into(), json!(direction));
         extra.insert("nodes".into(), json!(nodes));
-        Ok(ToolOutput::text("text", out, extra))
+        Ok(capture_text(lm.capture_block(), "text", out, extra))
     }
 }
