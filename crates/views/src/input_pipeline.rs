@@ -480,105 +480,124 @@ fn generic_table(s: &OpStats, steps: &[GenericStep], times: &InputTimes) -> (Tab
     (t, b)
 }
 
-/// One TPU step across cores (our restatement of XProf `ComputeTpuPerStepDataAcrossCores`
-/// from per-core HLO-category times).
+/// One TPU step across cores (XProf `PerTpuStepDetails`, ms).
 struct TpuStep {
     step_num: i64,
+    /// Σ components + idle (XProf `StepTimeMs`).
     step_ms: f64,
     tc_compute_ms: f64,
+    scv0_compute_ms: f64,
     tc_infeed_ms: f64,
     tc_outfeed_ms: f64,
     tc_idle_ms: f64,
     host_transfer_ms: f64,
     infeed_pct: (f64, f64, f64),
     max_infeed_core: String,
+    /// Longest core's step (for the step-time summary).
+    max_core_step_ms: f64,
 }
 
-/// One core's share of a TPU step (ms).
-struct CoreTimes {
-    core: i64,
-    step: f64,
-    compute: f64,
-    infeed: f64,
-    outfeed: f64,
-    idle: f64,
-    host_transfer: f64,
+/// A TensorCore's step breakdown from its HLO-category times (XProf
+/// `ConvertGenericStepBreakdownToTpuStepBreakdown` over `ProfileTimeBreakdown`; category names
+/// from `xla_op_utils.h`).
+#[derive(Default)]
+struct TpuBreakdown {
+    infeed_ps: u64,
+    host_outfeed_ps: u64,
+    wait_for_scv0_ps: u64,
+    host_send_recv_ps: u64,
+    tc_idle_ps: u64,
 }
 
+fn tpu_breakdown(cats: &BTreeMap<String, u64>, step_ps: u64) -> TpuBreakdown {
+    let cat = |k: &str| cats.get(k).copied().unwrap_or(0);
+    // IDLE is inferred, not a category of the breakdown.
+    let total: u64 = cats
+        .iter()
+        .filter(|(k, _)| k.as_str() != "IDLE")
+        .map(|(_, v)| *v)
+        .sum();
+    // `BreakdownSparseCoreV0Infeed`: infeed from SparseCoreV0 minus the matching outfeed is
+    // waiting; the rest is transform.
+    let sc_infeed = cat("sparsecorev0 infeed");
+    let transform = sc_infeed.min(cat("sparsecorev0 outfeed"));
+    TpuBreakdown {
+        infeed_ps: cat("infeed"),
+        host_outfeed_ps: cat("outfeed"),
+        wait_for_scv0_ps: sc_infeed - transform,
+        host_send_recv_ps: cat("host send")
+            + cat("host send-done")
+            + cat("host recv")
+            + cat("host recv-done"),
+        tc_idle_ps: step_ps.saturating_sub(total),
+    }
+}
+
+/// XProf `ComputeTpuPerStepDataAcrossCores` (without all-reduce breakdowns, which need the
+/// collectives database the engine does not build: 0, as XProf has without it).
 fn tpu_steps(steps: &[Step], cores: &BTreeMap<i64, CoreDetails>) -> Vec<TpuStep> {
+    let ms = |ps: u64| ps as f64 / 1e9;
     let mut out = Vec::new();
     for s in steps {
-        let per: Vec<CoreTimes> = s
-            .per_core
-            .iter()
-            .filter(|(c, _)| !cores.get(c).is_some_and(|d| d.is_sparse_core))
-            .map(|(core, cs)| {
-                let mut infeed = 0u64;
-                let mut outfeed = 0u64;
-                let mut idle = 0u64;
-                let mut host_xfer = 0u64;
-                let mut busy = 0u64;
-                for (cat, ps) in &cs.category_ps {
-                    if cat == "IDLE" {
-                        idle += ps;
-                        continue;
-                    }
-                    busy += ps;
-                    if cat.contains("infeed") {
-                        infeed += ps;
-                    } else if cat.contains("outfeed") {
-                        outfeed += ps;
-                    } else if cat.contains("host send") || cat.contains("host recv") {
-                        host_xfer += ps;
-                    }
-                }
-                let dur = ps_to_ms(cs.duration_ps);
-                let compute = ps_to_ms(busy - infeed - outfeed - host_xfer);
-                CoreTimes {
-                    core: *core,
-                    step: dur,
-                    compute,
-                    infeed: ps_to_ms(infeed),
-                    outfeed: ps_to_ms(outfeed),
-                    idle: ps_to_ms(idle),
-                    host_transfer: ps_to_ms(host_xfer),
-                }
-            })
-            .collect();
-        if per.is_empty() {
+        let mut durations = Vec::new();
+        let mut outfeed = Vec::new();
+        let mut optimal = Vec::new();
+        let mut host_xfer = Vec::new();
+        let mut infeed_pct = Vec::new();
+        let mut max_infeed: (Option<i64>, u64) = (None, 0);
+        let mut max_wait = 0u64;
+        for (core, cs) in &s.per_core {
+            if cores.get(core).is_some_and(|d| d.is_sparse_core) {
+                continue;
+            }
+            let b = tpu_breakdown(&cs.category_ps, cs.duration_ps);
+            durations.push(cs.duration_ps);
+            max_wait = max_wait.max(b.wait_for_scv0_ps);
+            outfeed.push(b.host_outfeed_ps);
+            infeed_pct.push(100.0 * safe_div(b.infeed_ps as f64, cs.duration_ps as f64));
+            // The optimal step: minus the time waiting for the host or SparseCoreV0.
+            let wait = b.infeed_ps
+                + b.host_outfeed_ps
+                + b.host_send_recv_ps
+                + b.tc_idle_ps
+                + b.wait_for_scv0_ps;
+            optimal.push(cs.duration_ps.saturating_sub(wait));
+            host_xfer.push(b.host_send_recv_ps);
+            if b.infeed_ps > max_infeed.1 {
+                max_infeed = (Some(*core), b.infeed_ps);
+            }
+        }
+        if durations.is_empty() {
             continue;
         }
-        let n = per.len() as f64;
-        let avg = |f: fn(&CoreTimes) -> f64| per.iter().map(f).sum::<f64>() / n;
-        let pcts: Vec<f64> = per
-            .iter()
-            .map(|p| 100.0 * safe_div(p.infeed, p.step))
-            .collect();
-        let (imax, _) = per
-            .iter()
-            .enumerate()
-            .fold((0usize, f64::MIN), |acc, (i, p)| {
-                if p.infeed > acc.1 { (i, p.infeed) } else { acc }
-            });
-        let max_core = cores
-            .get(&per[imax].core)
-            .filter(|_| per[imax].infeed > 0.0)
-            .map(|d| format!("{}:{}", d.hostname, d.device_ordinal))
-            .unwrap_or_default();
+        let n = durations.len() as f64;
+        let tc_outfeed_ms = ms(outfeed.iter().sum::<u64>()) / n;
+        let tc_compute_ms = ms(*optimal.iter().min().unwrap_or(&0));
+        let scv0_compute_ms = ms(max_wait);
+        let tc_infeed_ms = ms(max_infeed.1);
+        let non_idle = tc_compute_ms + scv0_compute_ms + tc_infeed_ms + tc_outfeed_ms;
+        let min_step = ms(*durations.iter().min().unwrap_or(&0));
+        let tc_idle_ms = (min_step - non_idle).max(0.0);
         out.push(TpuStep {
             step_num: s.step_num,
-            step_ms: per.iter().map(|p| p.step).fold(0.0, f64::max),
-            tc_compute_ms: avg(|p| p.compute),
-            tc_infeed_ms: avg(|p| p.infeed),
-            tc_outfeed_ms: avg(|p| p.outfeed),
-            tc_idle_ms: avg(|p| p.idle),
-            host_transfer_ms: avg(|p| p.host_transfer),
+            step_ms: non_idle + tc_idle_ms,
+            tc_compute_ms,
+            scv0_compute_ms,
+            tc_infeed_ms,
+            tc_outfeed_ms,
+            tc_idle_ms,
+            host_transfer_ms: ms(*host_xfer.iter().max().unwrap_or(&0)),
             infeed_pct: (
-                pcts.iter().sum::<f64>() / n,
-                pcts.iter().copied().fold(f64::INFINITY, f64::min),
-                pcts.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                infeed_pct.iter().sum::<f64>() / n,
+                infeed_pct.iter().copied().fold(f64::INFINITY, f64::min),
+                infeed_pct.iter().copied().fold(f64::NEG_INFINITY, f64::max),
             ),
-            max_infeed_core: max_core,
+            max_infeed_core: max_infeed
+                .0
+                .and_then(|c| cores.get(&c))
+                .map(|d| format!("{}:{}", d.hostname, d.device_ordinal))
+                .unwrap_or_default(),
+            max_core_step_ms: ms(*durations.iter().max().unwrap_or(&0)),
         });
     }
     out
@@ -599,7 +618,8 @@ fn tpu_table(s: &OpStats, steps: &[TpuStep], times: &InputTimes) -> (Table, Bott
         "infeedPercentMin",
         "infeedPercentMax",
     ]);
-    let st = summarize(&steps.iter().map(|x| x.step_ms).collect::<Vec<_>>());
+    // Step time: the longest core of each step (XProf `ComputeStepTimeSummaryInMs`).
+    let st = summarize(&steps.iter().map(|x| x.max_core_step_ms).collect::<Vec<_>>());
     let avg = |f: fn(&TpuStep) -> f64| summarize(&steps.iter().map(f).collect::<Vec<_>>()).average;
     let infeed = summarize(&steps.iter().map(|x| x.infeed_pct.2).collect::<Vec<_>>());
     t.prop(
@@ -618,7 +638,10 @@ fn tpu_table(s: &OpStats, steps: &[TpuStep], times: &InputTimes) -> (Table, Bott
         "infeed_percent_standard_deviation",
         one_digit(infeed.standard_deviation),
     );
-    t.prop("scv0_compute_ms_average", two_digits(0.0));
+    t.prop(
+        "scv0_compute_ms_average",
+        two_digits(avg(|x| x.scv0_compute_ms)),
+    );
     t.prop("scv0_infeed_ms_average", two_digits(0.0));
     t.prop("step_time_graph_column_ids", "stepnum,tcComputeTimeMs,scv0ComputeTimeMs,scv0InfeedTimeMs,tcInfeedTimeMs,tcOutfeedTimeMs,tcIdleTimeMs,hostTransferTimeMs,tooltip");
     t.prop("steptime_ms_average", two_digits(st.average));
@@ -644,6 +667,7 @@ fn tpu_table(s: &OpStats, steps: &[TpuStep], times: &InputTimes) -> (Table, Bott
     );
     // XProf `ComputeTpuBottleneckAnalysis` (all cores profiled).
     let total: f64 = steps.iter().map(|x| x.step_ms).sum();
+    let infeed_total: f64 = steps.iter().map(|x| x.tc_infeed_ms).sum();
     let mut b = Bottleneck {
         steps: steps.len(),
         step_time_ms_avg: st.average,
@@ -660,7 +684,7 @@ fn tpu_table(s: &OpStats, steps: &[TpuStep], times: &InputTimes) -> (Table, Bott
         b.input_classification = "unknown".into();
         b.input_statement = NO_STEP_TIME.into();
     } else {
-        b.input_percent = 100.0 * steps.iter().map(|x| x.tc_infeed_ms).sum::<f64>() / total;
+        b.input_percent = 100.0 * infeed_total / total;
         b.output_percent = 100.0 * steps.iter().map(|x| x.tc_outfeed_ms).sum::<f64>() / total;
         b.idle_percent = 100.0 * steps.iter().map(|x| x.tc_idle_ms).sum::<f64>() / total;
         b.compute_percent = (100.0 - b.input_percent - b.output_percent - b.idle_percent).max(0.0);
@@ -682,7 +706,7 @@ fn tpu_table(s: &OpStats, steps: &[TpuStep], times: &InputTimes) -> (Table, Bott
         let mut r = serde_json::Map::new();
         r.insert("stepnum".into(), json!(x.step_num.to_string()));
         r.insert("tcComputeTimeMs".into(), json!(x.tc_compute_ms));
-        r.insert("scv0ComputeTimeMs".into(), json!(0.0));
+        r.insert("scv0ComputeTimeMs".into(), json!(x.scv0_compute_ms));
         r.insert("scv0InfeedTimeMs".into(), json!(0.0));
         r.insert("tcInfeedTimeMs".into(), json!(x.tc_infeed_ms));
         r.insert("tcOutfeedTimeMs".into(), json!(x.tc_outfeed_ms));
