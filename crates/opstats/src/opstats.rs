@@ -135,7 +135,7 @@ pub fn build(space: &HostSpace) -> OpStats {
     } else {
         None
     };
-    let steps = step_db(&tpu, host, !devices.is_empty());
+    let steps = step_db(&tpu, &gpu, host);
     let steps_inferred = if steps.source == StepsSource::None {
         infer_module_steps(devices.first().copied())
     } else {

@@ -2,10 +2,16 @@
 //! (`xplane_to_step_events.cc`, `step_events_to_steps_db.cc`, `event_span.cc`), restated.
 //!
 //! XProf-compatible steps come only from XProf's own signals:
-//! * a device `Steps` line (TPU runtime step markers) — [`StepsSource::StepsLine`];
-//! * `group_id` stats already on device events — [`StepsSource::GroupId`];
+//! * TPU: the device `Steps` line (XProf takes TPU step markers only from it), grouped by the
+//!   events' `group_id`, else in order — [`StepsSource::StepsLine`];
+//! * host events that already carry `group_id` stats (captures XProf grouped) —
+//!   [`StepsSource::GroupId`];
 //! * host root events (`_r` stat) grouped with their descendants and flows (`_p`/`_c`) —
 //!   [`StepsSource::HostRoots`].
+//!
+//! On host/GPU captures a step's time is its longest host marker (explicit `train…`/`test…`
+//! names, `step_name` stats, or the group's root); GPU kernels join a step by `group_id` or
+//! through the host launch with the same `correlation_id`.
 //!
 //! When none exists, [`infer_module_steps`] makes one step per `XLA Modules` execution; that is
 //! our own inference and is reported separately (`steps_inferred`), never as XProf's steps.
@@ -340,46 +346,150 @@ pub fn generic_breakdown(spans: &[(EventType, i64, i64)], begin: i64, end: i64) 
     out
 }
 
-/// Host-only steps from `_r` roots (CPU captures).
-fn host_root_steps(plane: &Plane) -> Vec<Step> {
+/// XProf `ClassifyGpuEvent`.
+fn classify_gpu_event(name: &str) -> EventType {
+    let t = parse_tf_op(name);
+    let lower = name.to_ascii_lowercase();
+    match t.category {
+        TfOpCategory::MemcpyHToD => EventType::HostToDevice,
+        TfOpCategory::MemcpyDToH => EventType::DeviceToHost,
+        TfOpCategory::MemcpyDToD => EventType::DeviceToDevice,
+        _ if lower.starts_with("nccl") => EventType::DeviceCollectives,
+        _ if name.contains("half") || name.contains("fp16") => EventType::DeviceCompute16,
+        _ => EventType::DeviceCompute32,
+    }
+}
+
+/// The groups of the host plane's events: taken from `group_id` stats when the capture
+/// already carries them (XProf wrote them), else computed from `_r` roots and flows.
+/// Returns (per line, per event group), the root event of each computed group, the source.
+/// Per line, per event: the event's group.
+type EventGroups = Vec<Vec<Option<i64>>>;
+
+fn host_event_groups(plane: &Plane) -> (EventGroups, Vec<(usize, usize)>, StepsSource) {
+    let pre: Vec<Vec<Option<i64>>> = plane
+        .lines
+        .iter()
+        .map(|l| {
+            l.events
+                .iter()
+                .map(|e| e.stats.i64(StatKey::GroupId))
+                .collect()
+        })
+        .collect();
+    if pre.iter().flatten().any(Option::is_some) {
+        return (pre, Vec::new(), StepsSource::GroupId);
+    }
     let g = group_host_events(plane);
+    let src = if g.roots.is_empty() {
+        StepsSource::None
+    } else {
+        StepsSource::HostRoots
+    };
+    (g.event_group, g.roots, src)
+}
+
+/// Host (and GPU) steps: XProf `ConvertHostThreadsXPlaneToStepEvents`,
+/// `ConvertDeviceTraceXLineToStepEvents` (GPU) and `ConvertStepDetailsToStepInfo`.
+/// GPU kernels join a step through their own `group_id`, else through the host kernel launch
+/// with the same `correlation_id`.
+fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>) {
+    let (groups, roots, source) = host_event_groups(plane);
+    if source == StepsSource::None {
+        return (source, Vec::new());
+    }
+    let is_root: std::collections::HashSet<(usize, usize)> = roots.iter().copied().collect();
+    // Device step events (GPU).
+    let mut device_spans: BTreeMap<i64, Vec<(EventType, i64, i64)>> = BTreeMap::new();
+    if !gpus.is_empty() {
+        let mut launch_group: HashMap<i64, i64> = HashMap::new();
+        for (li, line) in plane.lines.iter().enumerate() {
+            for (ei, e) in line.events.iter().enumerate() {
+                if let (Some(g), Some(c)) = (groups[li][ei], e.stats.i64(StatKey::CorrelationId)) {
+                    launch_group.insert(c, g);
+                }
+            }
+        }
+        for p in gpus {
+            for line in p.lines.iter().filter(|l| !(10_000..20_000).contains(&l.id)) {
+                for e in &line.events {
+                    let Some(c) = e.stats.i64(StatKey::CorrelationId).filter(|c| *c >= 0) else {
+                        continue;
+                    };
+                    let Some(g) = e
+                        .stats
+                        .i64(StatKey::GroupId)
+                        .or_else(|| launch_group.get(&c).copied())
+                    else {
+                        continue;
+                    };
+                    device_spans.entry(g).or_default().push((
+                        classify_gpu_event(&p.meta(e).name),
+                        e.start_ps,
+                        e.end_ps(),
+                    ));
+                }
+            }
+        }
+    }
+    let has_device = !gpus.is_empty();
+    // (begin, end, name) of the longest host marker per group.
     let mut markers: BTreeMap<i64, (i64, i64, String)> = BTreeMap::new();
     let mut spans: BTreeMap<i64, Vec<(EventType, i64, i64)>> = BTreeMap::new();
-    for (gid, &(li, ei)) in g.roots.iter().enumerate() {
-        let e = &plane.lines[li].events[ei];
-        let md = plane.meta(e);
-        let name = match e.stats.i64(StatKey::StepNum) {
-            Some(n) => format!("{} {n}", md.name),
-            None => md.name.clone(),
-        };
-        markers.insert(gid as i64, (e.start_ps, e.end_ps(), name));
-    }
     for (li, line) in plane.lines.iter().enumerate() {
         for (ei, e) in line.events.iter().enumerate() {
-            let Some(gid) = g.event_group[li][ei] else {
-                continue;
-            };
-            if g.roots.get(gid as usize) == Some(&(li, ei)) {
+            let Some(gid) = groups[li][ei] else { continue };
+            if has_device && !device_spans.contains_key(&gid) {
                 continue;
             }
             let name = &plane.meta(e).name;
-            if is_explicit_host_step_marker(name) || !is_real_cpu_compute(name) {
-                continue;
+            let step_name = e.stats.str(StatKey::StepName);
+            if is_explicit_host_step_marker(name)
+                || step_name.is_some()
+                || is_root.contains(&(li, ei))
+            {
+                let label = match (step_name, e.stats.i64(StatKey::StepNum)) {
+                    (Some(s), _) => s.to_string(),
+                    (None, Some(n)) => format!("{name} {n}"),
+                    (None, None) => format!("{name} {gid}"),
+                };
+                let m = markers
+                    .entry(gid)
+                    .or_insert((e.start_ps, e.end_ps(), label.clone()));
+                if e.duration_ps > m.1 - m.0 {
+                    *m = (e.start_ps, e.end_ps(), label);
+                }
+            } else if is_real_cpu_compute(name) {
+                let t = if has_device
+                    && (e.stats.has(StatKey::CorrelationId)
+                        || name
+                            .to_ascii_lowercase()
+                            .starts_with("executorstate::process"))
+                {
+                    EventType::HostPrepare
+                } else {
+                    classify_cpu_event(name)
+                };
+                spans
+                    .entry(gid)
+                    .or_default()
+                    .push((t, e.start_ps, e.end_ps()));
             }
-            spans
-                .entry(gid)
-                .or_default()
-                .push((classify_cpu_event(name), e.start_ps, e.end_ps()));
         }
     }
     let mut out = Vec::new();
     for (gid, (b, e, name)) in markers {
-        let s = spans.remove(&gid).unwrap_or_default();
+        let mut s = spans.remove(&gid).unwrap_or_default();
+        s.extend(device_spans.remove(&gid).unwrap_or_default());
         let generic = generic_breakdown(&s, b, e);
-        // XProf keeps a host step only when it saw host compute in it.
-        if generic[EventType::HostCompute.generic()] == 0
-            && !s.iter().any(|x| x.0 == EventType::HostCompute)
-        {
+        // Well-formed steps only: device compute (with a device) or host compute (without).
+        let well_formed = if has_device {
+            s.iter()
+                .any(|x| matches!(x.0, EventType::DeviceCompute32 | EventType::DeviceCompute16))
+        } else {
+            s.iter().any(|x| x.0 == EventType::HostCompute)
+        };
+        if !well_formed || e <= b {
             continue;
         }
         let mut per_core = BTreeMap::new();
@@ -387,7 +497,7 @@ fn host_root_steps(plane: &Plane) -> Vec<Step> {
             0,
             CoreStep {
                 begin_ps: b,
-                duration_ps: (e - b).max(0) as u64,
+                duration_ps: (e - b) as u64,
                 generic_ps: generic,
                 category_ps: BTreeMap::new(),
             },
@@ -398,44 +508,27 @@ fn host_root_steps(plane: &Plane) -> Vec<Step> {
             per_core,
         });
     }
-    out
+    (source, out)
 }
 
-/// Step spans of one TPU core: from its `Steps` line (group from `group_id`, else `step_num`,
-/// else order) or, failing that, from `group_id` stats on its `XLA Modules` events.
 /// Step id → (begin, end, name) on one core.
 type StepSpans = BTreeMap<i64, (i64, i64, String)>;
 
-fn tpu_core_step_spans(plane: &Plane) -> Option<(StepsSource, StepSpans)> {
-    if let Some(line) = plane.line(STEPS).filter(|l| !l.events.is_empty()) {
-        let mut m = BTreeMap::new();
-        for (i, e) in line.events.iter().enumerate() {
-            let id = e
-                .stats
-                .i64(StatKey::GroupId)
-                .or_else(|| e.stats.i64(StatKey::StepNum))
-                .unwrap_or(i as i64);
-            let (b, d) = device_span(e);
-            // Consecutive step events of one group are one step.
-            let ent = m
-                .entry(id)
-                .or_insert((b, b + d, plane.meta(e).name.clone()));
-            ent.0 = ent.0.min(b);
-            ent.1 = ent.1.max(b + d);
-        }
-        return Some((StepsSource::StepsLine, m));
+/// Step spans of one TPU core, from its `Steps` line — XProf takes TPU step markers only from
+/// there. The group is the event's `group_id`, else its position (XProf groups device steps in
+/// lock step across cores when the host did not group them).
+fn tpu_core_step_spans(plane: &Plane) -> Option<StepSpans> {
+    let line = plane.line(STEPS).filter(|l| !l.events.is_empty())?;
+    let mut m = BTreeMap::new();
+    for (i, e) in line.events.iter().enumerate() {
+        let id = e.stats.i64(StatKey::GroupId).unwrap_or(i as i64);
+        let (b, d) = device_span(e);
+        // Consecutive step events of one group are one step.
+        let ent = m.entry(id).or_insert((b, b + d, id.to_string()));
+        ent.0 = ent.0.min(b);
+        ent.1 = ent.1.max(b + d);
     }
-    let line = plane.line(XLA_MODULES)?;
-    let mut m: BTreeMap<i64, (i64, i64, String)> = BTreeMap::new();
-    for e in &line.events {
-        if let Some(g) = e.stats.i64(StatKey::GroupId) {
-            let (b, d) = device_span(e);
-            let ent = m.entry(g).or_insert((b, b + d, g.to_string()));
-            ent.0 = ent.0.min(b);
-            ent.1 = ent.1.max(b + d);
-        }
-    }
-    (!m.is_empty()).then_some((StepsSource::GroupId, m))
+    Some(m)
 }
 
 /// Self time per category of the op events inside `[b, e]` on one core.
@@ -474,8 +567,8 @@ fn category_breakdown(plane: &Plane, b: i64, e: i64) -> BTreeMap<String, u64> {
 fn tpu_steps(tpu: &[&Plane]) -> Option<(StepsSource, Vec<Step>)> {
     let mut per_core: Vec<(i64, StepsSource, StepSpans)> = Vec::new();
     for p in tpu {
-        if let Some((src, m)) = tpu_core_step_spans(p) {
-            per_core.push((p.id, src, m));
+        if let Some(m) = tpu_core_step_spans(p) {
+            per_core.push((p.id, StepsSource::StepsLine, m));
         }
     }
     if per_core.is_empty() {
@@ -514,32 +607,37 @@ fn tpu_steps(tpu: &[&Plane]) -> Option<(StepsSource, Vec<Step>)> {
     Some((source, steps))
 }
 
-/// The step database of one host. `tpu` = TensorCore planes, `host` = `/host:CPU`.
-pub fn step_db(tpu: &[&Plane], host: Option<&Plane>, has_device: bool) -> StepDb {
-    if let Some((source, steps)) = tpu_steps(tpu) {
+/// The step database of one host. `tpu` = TensorCore planes, `gpus` = GPU planes, `host` =
+/// `/host:CPU`.
+pub fn step_db(tpu: &[&Plane], gpus: &[&Plane], host: Option<&Plane>) -> StepDb {
+    if !tpu.is_empty() {
         // TPU step lines already exclude incomplete steps.
-        return StepDb {
-            source,
-            complete_steps: steps.clone(),
-            steps,
+        return match tpu_steps(tpu) {
+            Some((source, steps)) => StepDb {
+                source,
+                complete_steps: steps.clone(),
+                steps,
+            },
+            None => StepDb::default(),
         };
     }
-    if !has_device && let Some(h) = host {
-        let steps = host_root_steps(h);
-        if !steps.is_empty() {
-            let mut complete = steps.clone();
-            if complete.len() > DROP_INCOMPLETE_THRESHOLD {
-                complete.remove(0);
-                complete.pop();
-            }
-            return StepDb {
-                source: StepsSource::HostRoots,
-                steps,
-                complete_steps: complete,
-            };
-        }
+    let Some(h) = host else {
+        return StepDb::default();
+    };
+    let (source, steps) = host_steps(h, gpus);
+    if steps.is_empty() {
+        return StepDb::default();
     }
-    StepDb::default()
+    let mut complete = steps.clone();
+    if complete.len() > DROP_INCOMPLETE_THRESHOLD {
+        complete.remove(0);
+        complete.pop();
+    }
+    StepDb {
+        source,
+        steps,
+        complete_steps: complete,
+    }
 }
 
 /// Our fallback when XProf finds no steps: one step per `XLA Modules` execution of the first

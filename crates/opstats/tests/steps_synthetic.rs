@@ -73,8 +73,68 @@ fn steps_line_gives_steps_with_category_breakdown() {
 }
 
 #[test]
-fn group_id_on_module_events_gives_steps() {
-    // No Steps line; two module executions tagged group 3 and 4.
+fn group_id_stats_give_steps_and_gpu_kernels_join_through_correlation_ids() {
+    // A capture XProf already grouped: host events carry group_id. Step 3 is `train` [0,1000];
+    // its launch [100,150] (correlation 11) starts kernel [200,700] on the GPU; step 4 is
+    // `train` [1000,2000] with launch [1100,1150] (correlation 12) → kernel [1200,1500], and
+    // a kernel tagged group 4 directly, [1600,1700], a NCCL collective.
+    let s = stats(
+        XSpaceBuilder::new()
+            .plane("/host:CPU", |p| {
+                p.line_with_id(1, "python", |l| {
+                    l.event("train", 0, 1000)
+                        .stat("group_id", 3i64)
+                        .event("cudaLaunchKernel", 100, 50)
+                        .stat("group_id", 3i64)
+                        .stat("correlation_id", 11i64)
+                        .event("train", 1000, 1000)
+                        .stat("group_id", 4i64)
+                        .event("cudaLaunchKernel", 1100, 50)
+                        .stat("group_id", 4i64)
+                        .stat("correlation_id", 12i64)
+                })
+            })
+            .plane("/device:GPU:0", |p| {
+                p.line_with_id(1, "Stream #1", |l| {
+                    l.event("gemm_kernel", 200, 500)
+                        .stat("correlation_id", 11i64)
+                        .event("gemm_kernel", 1200, 300)
+                        .stat("correlation_id", 12i64)
+                        .event("ncclAllReduce", 1600, 100)
+                        .stat("correlation_id", 13i64)
+                        .stat("group_id", 4i64)
+                })
+            }),
+    );
+    assert_eq!(s.steps.source, StepsSource::GroupId);
+    let got: Vec<(i64, u64)> = s
+        .steps
+        .steps
+        .iter()
+        .map(|x| (x.step_num, x.duration_ps()))
+        .collect();
+    assert_eq!(got, [(3, 1000), (4, 1000)]);
+    let g3 = s.steps.steps[0]
+        .per_core
+        .values()
+        .next()
+        .unwrap()
+        .generic_ps;
+    // Step 3: kernel launch (host prepare) 50, device compute 500, the rest unknown 450.
+    assert_eq!((g3[4], g3[0], g3[8]), (50, 500, 450));
+    let g4 = s.steps.steps[1]
+        .per_core
+        .values()
+        .next()
+        .unwrap()
+        .generic_ps;
+    // Step 4: launch 50, compute 300, collectives 100, unknown 550.
+    assert_eq!((g4[4], g4[0], g4[2], g4[8]), (50, 300, 100, 550));
+}
+
+#[test]
+fn tpu_module_group_ids_without_a_steps_line_give_no_xprof_steps() {
+    // XProf takes TPU step markers only from the Steps line.
     let s = stats(XSpaceBuilder::new().plane("/device:TPU:0", |p| {
         p.line("XLA Modules", |l| {
             l.event("jit_f(42)", 0, 500)
@@ -84,15 +144,23 @@ fn group_id_on_module_events_gives_steps() {
         })
         .line("XLA Ops", |l| op(l, "fusion.1", 1, "loop fusion", 100, 200))
     }));
-    assert_eq!(s.steps.source, StepsSource::GroupId);
+    assert_eq!(s.steps.source, StepsSource::None);
+    assert_eq!(s.steps_inferred.len(), 2);
+}
+
+#[test]
+fn a_steps_line_without_group_ids_groups_in_order() {
+    let s = stats(XSpaceBuilder::new().plane("/device:TPU:0", |p| {
+        p.line("Steps", |l| l.event("a", 0, 100).event("b", 100, 150))
+            .line("XLA Ops", |l| op(l, "fusion.1", 1, "loop fusion", 10, 20))
+    }));
     let got: Vec<(i64, u64)> = s
         .steps
         .steps
         .iter()
         .map(|x| (x.step_num, x.duration_ps()))
         .collect();
-    assert_eq!(got, [(3, 500), (4, 700)]);
-    assert!(s.steps_inferred.is_empty());
+    assert_eq!(got, [(0, 100), (1, 150)]);
 }
 
 #[test]
