@@ -102,6 +102,19 @@ enum Gen {
 }
 
 impl Gen {
+    fn frequency_hz(self) -> f64 {
+        match self {
+            Gen::V6e => 1.75e9,
+            Gen::V7x => 1.9e9,
+        }
+    }
+    fn peak_hbm_bytes_per_s(self) -> f64 {
+        const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+        match self {
+            Gen::V6e => 1525.5 * GIB,
+            Gen::V7x => 3433.0 * GIB,
+        }
+    }
     fn cycles_per_xlu(self) -> u64 {
         match self {
             Gen::V6e => 4,
@@ -328,6 +341,30 @@ fn tc_units(c: &Counters, g: Gen, core: usize, rows: &mut Rows) {
     }
 }
 
+/// XProf `ComputeTpuGenericBandwidthUtilization`: HBM bytes (32 per beat) against the peak
+/// bandwidth over the TensorCore's cycles.
+fn hbm(c: &Counters, g: Gen, core: usize, rows: &mut Rows) {
+    const BYTES_PER_BEAT: u64 = 32;
+    let (rd, wr, tc) = match (g, core) {
+        (Gen::V6e, _) => (V6E_HBM_RD, V6E_HBM_WR, V6E_TC),
+        (Gen::V7x, 0) => (V7X_HBM_RD_DIE0, V7X_HBM_WR_DIE0, V7X_TC_DIE0),
+        (Gen::V7x, _) => (V7X_HBM_RD_DIE1, V7X_HBM_WR_DIE1, V7X_TC_DIE1),
+    };
+    let rd_bytes = rd.iter().map(|i| c.get(Some(*i))).sum::<u64>() * BYTES_PER_BEAT;
+    let wr_bytes = wr.iter().map(|i| c.get(Some(*i))).sum::<u64>() * BYTES_PER_BEAT;
+    let cycles = c.get(lookup(tc, "CYCLES"));
+    if cycles == 0 {
+        return;
+    }
+    let peak = g.peak_hbm_bytes_per_s() * (cycles as f64 / g.frequency_hz());
+    let total = (rd_bytes + wr_bytes) as f64;
+    rows.add(0, &format!("HBM Rd+Wr - core {core}"), total, peak, "bytes");
+    if total > 0.0 {
+        rows.add(core, "HBM Read Ratio", rd_bytes as f64, total, "percent");
+        rows.add(core, "HBM Write Ratio", wr_bytes as f64, total, "percent");
+    }
+}
+
 /// XProf `ComputeTpuGenericIciBandwidthUtilization` (per chip; repeated per TensorCore as
 /// XProf does).
 fn ici(c: &Counters, g: Gen, rows: &mut Rows) {
@@ -358,8 +395,8 @@ fn ici(c: &Counters, g: Gen, rows: &mut Rows) {
 }
 
 /// utilization_viewer: per TPU v6e/v7x plane with `device_id`, per line (sample), derived unit
-/// utilizations from the line's counters. TensorCore units and ICI as XProf computes them; HBM
-/// bandwidth and SparseCore units are not derived yet (see `not_derived` in the tool).
+/// utilizations from the line's counters. TensorCore units, HBM bandwidth and ICI as XProf
+/// computes them; SparseCore units are not derived yet (see `not_derived` in the tool).
 pub fn utilization_viewer(hosts: &[(String, XSpace)]) -> Table {
     let mut t = Table::new(UTILIZATION_COLUMNS);
     for (_, space) in hosts {
@@ -418,6 +455,7 @@ pub fn utilization_viewer(hosts: &[(String, XSpace)]) -> Table {
                 };
                 for core in 0..g.tc_cores() {
                     tc_units(&c, g, core, &mut rows);
+                    hbm(&c, g, core, &mut rows);
                     ici(&c, g, &mut rows);
                 }
             }

@@ -179,6 +179,10 @@ fn v7x_capture() -> XSpaceBuilder {
             50,
         ),
         ("ICI_RD_0".into(), V7X_ICI_RD[0], 10),
+        ("TC_CYCLES_DIE0".into(), id(V7X_TC_DIE0, "CYCLES"), 1900),
+        ("HBM_RD_A".into(), V7X_HBM_RD_DIE0[0], 100),
+        ("HBM_RD_B".into(), V7X_HBM_RD_DIE0[5], 20),
+        ("HBM_WR_A".into(), V7X_HBM_WR_DIE0[3], 30),
         ("ICI_WR_2".into(), V7X_ICI_WR[2], 3),
     ];
     XSpaceBuilder::new()
@@ -210,9 +214,9 @@ fn perf_counters_list_every_counter_sample() {
     let (t, p) = xprof_views::counters::perf_counters_with_presence(&raw(v7x_capture()));
     assert_eq!(
         (p.device_planes, p.planes_with_chip_id, p.counter_events),
-        (1, 1, 11)
+        (1, 1, 15)
     );
-    assert_eq!(t.records.len(), 11);
+    assert_eq!(t.records.len(), 15);
     let r = &t.records[3];
     assert_eq!(r["Host"], json!("host0"));
     assert_eq!(r["Chip"], json!(7)); // global_chip_id wins over device_id
@@ -268,6 +272,20 @@ fn utilization_viewer_derives_units_from_v7x_counters() {
     assert!(close(r["peak"].as_f64().unwrap(), 294947368421.0526 * 1e-6));
     let r = row(0, "ICI (Write)");
     assert_eq!(r["achieved"].as_f64(), Some(384.0));
+    // HBM: (100 + 20) read beats and 30 write requests of 32 B over 1900 TensorCore cycles at
+    // 1.9 GHz (1 µs) against 3433 GiB/s.
+    let r = row(0, "HBM Rd+Wr - core 0");
+    assert_eq!(r["achieved"].as_f64(), Some(150.0 * 32.0));
+    assert!(close(
+        r["peak"].as_f64().unwrap(),
+        3433.0 * 1073741824.0 * 1e-6
+    ));
+    let r = row(0, "HBM Read Ratio");
+    assert_eq!(
+        (r["achieved"].as_f64(), r["peak"].as_f64()),
+        (Some(3840.0), Some(4800.0))
+    );
+    assert_eq!(r["unit"], json!("percent"));
     // Core 1 has its own cycle counter (2000) and no instruction counts.
     let r = row(1, "Scalar Unit");
     assert_eq!(

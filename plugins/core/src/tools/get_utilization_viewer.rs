@@ -25,8 +25,8 @@ impl Tool for GetUtilizationViewer {
         "XProf's utilization_viewer for TPU v6e (`TPU v6 Lite`) and v7x planes with a \
          `device_id` stat: per counter sample (line), achieved vs peak for each TensorCore unit \
          (scalar unit, vector ALUs, VPU, vector loads/stores, MXU busy and per-MXU/per-precision \
-         cycles, matpush, XLU) and ICI read/write bytes, derived from the counters with XProf's \
-         formulas and counter ids. Not derived yet: HBM bandwidth and SparseCore units \
+         cycles, matpush, XLU), HBM read/write bytes and ICI read/write bytes, derived from the \
+         counters with XProf's formulas and counter ids. Not derived yet: SparseCore units \
          (listed in `not_derived`). Captures without such counters answer `no_data`."
     }
     fn params(&self) -> Params {
@@ -61,10 +61,7 @@ impl Tool for GetUtilizationViewer {
         let mut body = Map::new();
         body.insert(
             "not_derived".into(),
-            json!([
-                "HBM Rd+Wr / HBM Read Ratio / HBM Write Ratio",
-                "SparseCore units"
-            ]),
+            json!(["SparseCore units (TEC/SCS issue slots)"]),
         );
         body.insert("table".into(), t.to_json(limit));
         if t.records.is_empty() {
