@@ -334,7 +334,106 @@ impl PerfEnv {
     }
 }
 
-/// XProf `GetPerfEnvFromXPlane` for a TPU or GPU plane (stats only).
+/// Nvidia dense FLOPs per SM per cycle: the max of CUDA-core fp32/fp16 and tensor-core
+/// fp32/fp16 (XProf `cuda_type_utils.cc`), keyed by `major*1000 + minor*10`.
+const NVIDIA_FLOPS_PER_SM_PER_CYCLE: &[(u32, f64)] = &[
+    (2000, 64.0),
+    (3000, 384.0),
+    (5000, 256.0),
+    (6000, 256.0),
+    (6010, 256.0),
+    (7000, 1024.0),
+    (7050, 1024.0),
+    (8000, 2048.0),
+    (8060, 1024.0),
+    (8090, 1024.0),
+    (9000, 4096.0),
+    (10000, 8192.0),
+];
+
+/// The GPU model name XProf uses as device type (`GpuModelName`).
+pub fn gpu_model_name(plane: &Plane) -> String {
+    let s = &plane.stats;
+    if s.str(StatKey::DeviceVendor) != Some("Nvidia") {
+        return "GPU".into();
+    }
+    let minor = s.i64(StatKey::ComputeCapMinor).unwrap_or(0);
+    let arch = match s.i64(StatKey::ComputeCapMajor).unwrap_or(0) {
+        2 => "Fermi",
+        3 => "Kepler",
+        5 => "Maxwell",
+        6 => "Pascal",
+        7 if minor < 5 => "Volta",
+        7 => "Turing",
+        8 if minor < 9 => "Ampere",
+        8 => "Ada Lovelace",
+        9 => "Hopper",
+        10 => "Blackwell",
+        _ => return "Nvidia GPU".into(),
+    };
+    format!("Nvidia GPU ({arch})")
+}
+
+/// XProf's derived peak for an Nvidia GPU: SMs × FLOPs/SM/cycle × clock, in TFLOP/s.
+fn nvidia_peak_tflops(plane: &Plane) -> Option<f64> {
+    let s = &plane.stats;
+    if s.str(StatKey::DeviceVendor) != Some("Nvidia") {
+        return None;
+    }
+    let cap = s.i64(StatKey::ComputeCapMajor)? as u32 * 1000
+        + s.i64(StatKey::ComputeCapMinor).unwrap_or(0) as u32 * 10;
+    // The highest known capability at or below this one (XProf falls back the same way).
+    let per_cycle = NVIDIA_FLOPS_PER_SM_PER_CYCLE
+        .iter()
+        .rev()
+        .find(|(k, _)| *k <= cap)
+        .or(NVIDIA_FLOPS_PER_SM_PER_CYCLE.first())?
+        .1;
+    let ghz = s.f64(StatKey::ClockRateKhz)? / 1e6;
+    let sms = s.f64(StatKey::CoreCount)?;
+    Some(sms * per_cycle * ghz / 1000.0)
+}
+
+/// XProf `GetPerfEnvFromXPlane` for a GPU plane: peak FLOPs from the stat, else derived from
+/// the compute capability; HBM from `memory_bandwidth` (B/s); shared memory from the SM count.
+pub fn gpu_perf_env(plane: &Plane) -> PerfEnv {
+    let s = &plane.stats;
+    let stat_peak = s.f64(StatKey::PeakTeraflopsPerSecond).unwrap_or(0.0);
+    let peak = if stat_peak > 0.0 {
+        stat_peak
+    } else {
+        nvidia_peak_tflops(plane).unwrap_or(0.0)
+    };
+    let hbm = match s.f64(StatKey::MemoryBandwidth) {
+        Some(b) => b / 1e9,
+        None => s.f64(StatKey::PeakHbmBw).unwrap_or(0.0),
+    };
+    let major = s.i64(StatKey::ComputeCapMajor).unwrap_or(0);
+    let ghz = s.f64(StatKey::ClockRateKhz).unwrap_or(0.0) / 1e6;
+    let bytes_per_cycle = if major <= 2 { 64.0 } else { 256.0 };
+    let shm = s.f64(StatKey::CoreCount).unwrap_or(0.0) * bytes_per_cycle * ghz;
+    let pick = |k| match s.f64(k) {
+        Some(v) if v > 0.0 => v,
+        _ => shm,
+    };
+    PerfEnv {
+        peak_tflops: peak,
+        peak_bws_gbps: [
+            hbm,
+            pick(StatKey::PeakSramRdBw),
+            pick(StatKey::PeakSramWrBw),
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+        ],
+        has_cmem: false,
+        has_merged_vmem: true,
+        has_megacore: false,
+    }
+}
+
+/// XProf `GetPerfEnvFromXPlane` for a TPU plane (stats only).
 pub fn perf_env(plane: &Plane) -> PerfEnv {
     let s = &plane.stats;
     let g = |k| s.f64(k).unwrap_or(0.0);

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use rayon::prelude::*;
 
 use crate::device::{
-    DutyCycle, DutyCycleCombiner, PerfEnv, duty_cycle, gpu_db, is_gpu_plane,
-    is_tpu_tensor_core_plane, local_chip_id, perf_env, tensor_core_db,
+    DutyCycle, DutyCycleCombiner, PerfEnv, duty_cycle, gpu_db, gpu_model_name, gpu_perf_env,
+    is_gpu_plane, is_tpu_tensor_core_plane, local_chip_id, perf_env, tensor_core_db,
 };
 use crate::host::{HOST_THREADS, framework_op_db, host_xla_op_db};
 use crate::metrics::{DbCombiner, OpMetricsDb};
@@ -143,7 +143,11 @@ pub fn build(space: &HostSpace) -> OpStats {
     };
     let device_type = match hardware_type {
         HardwareType::CpuOnly => "CPU".to_string(),
-        _ => devices
+        HardwareType::Gpu => gpu
+            .first()
+            .map(|p| gpu_model_name(p))
+            .unwrap_or_else(|| "GPU".into()),
+        HardwareType::Tpu => devices
             .first()
             .and_then(|p| p.stats.str(StatKey::DeviceTypeString))
             .map(str::to_string)
@@ -159,7 +163,11 @@ pub fn build(space: &HostSpace) -> OpStats {
             hostnames: vec![space.hostname.clone()],
             is_training: space.modules.values().any(|m| m.is_training),
         },
-        perf_env: devices.first().map(|p| perf_env(p)),
+        perf_env: match hardware_type {
+            HardwareType::Tpu => tpu.first().map(|p| perf_env(p)),
+            HardwareType::Gpu => gpu.first().map(|p| gpu_perf_env(p)),
+            HardwareType::CpuOnly => None,
+        },
         device_db,
         host_db,
         host_xla_db,

@@ -22,9 +22,14 @@ fn gpu_kernels_of_one_hlo_op_in_one_step_are_one_occurrence() {
         XSpaceBuilder::new()
             .plane("/host:metadata", |p| p.hlo_module(1, 7, &hlo))
             .plane("/device:GPU:0", |p| {
-                p.stat("peak_teraflops_per_second", 100.0)
-                    .stat("peak_hbm_bw_gigabytes_per_second", 2000.0)
-                    .stat("device_type_string", "Nvidia GPU (Hopper)")
+                // H100-like caps, no peak stat: XProf derives the peak from the SM count,
+                // clock and compute capability.
+                p.stat("device_vendor", "Nvidia")
+                    .stat("compute_cap_major", 9i64)
+                    .stat("compute_cap_minor", 0i64)
+                    .stat("clock_rate", 1_830_000.0)
+                    .stat("core_count", 132i64)
+                    .stat("memory_bandwidth", 3.35e12)
                     .line_with_id(1, "Stream #1", |l| {
                         let k =
                             |l: xprof_testkit::LineBuilder, op: &str, g: i64, b: i64, d: i64| {
@@ -44,6 +49,10 @@ fn gpu_kernels_of_one_hlo_op_in_one_step_are_one_occurrence() {
     );
     assert_eq!(s.run_env.hardware_type, HardwareType::Gpu);
     assert_eq!(s.run_env.device_type, "Nvidia GPU (Hopper)");
+    let pe = s.perf_env.as_ref().unwrap();
+    // 132 SMs × 4096 FLOPs/cycle × 1.83 GHz = 989.4 TFLOP/s; HBM 3.35e12 B/s = 3350 GB/s.
+    assert!((pe.peak_tflops - 132.0 * 4096.0 * 1.83 / 1000.0).abs() < 1e-9);
+    assert!((pe.peak_bws_gbps[0] - 3350.0).abs() < 1e-9);
     let db = &s.device_db;
     let f = db.metrics.iter().find(|m| m.name == "fusion.1").unwrap();
     assert_eq!((f.occurrences, f.time_ps, f.self_time_ps), (2, 200, 200));
