@@ -920,6 +920,30 @@ pub fn overview(s: &OpStats) -> Map<String, Value> {
             None => null_with(&mut ps, key, reasons::NO_OP_TIME, None),
         }
     }
+    // How much device time the cost model cannot see (custom calls have no FLOPs in it).
+    if hw != HardwareType::CpuOnly && s.device_db.total_op_time_ps > 0 {
+        let cc: u64 = s
+            .device_db
+            .metrics
+            .iter()
+            .filter(|m| m.category == "custom-call")
+            .map(|m| m.self_time_ps)
+            .sum();
+        let share = 100.0 * cc as f64 / s.device_db.total_time_ps.max(1) as f64;
+        ps.insert("custom_call_self_time_ps".into(), json!(cc));
+        ps.insert(
+            "custom_call_share_pct".into(),
+            json!((share * 100.0).round() / 100.0),
+        );
+        if cc > 0 {
+            ps.insert(
+                "custom_call_warning".into(),
+                json!(format!(
+                    "Custom calls take {share:.2}% of device time. XLA's cost model gives them 0 FLOPs, so FLOP rates and roofline numbers ignore them; their trace-measured FLOPs are in the *_measured fields."
+                )),
+            );
+        }
+    }
     // Roofline-relative utilisation: XProf's open-source build passes no limits (prints 0).
     let measured = roofline_utilization(s);
     null_with(

@@ -249,6 +249,9 @@ fn seed_v6e_overview_matches_xprof() {
     }
     assert_eq!(ov["steps"]["steps_source"], "none");
     assert_eq!(ov["steps"]["steps_inferred"]["count"], 3);
+    // XProf's own CLI: "custom_call_share_pct": 37.44.
+    assert_eq!(ps["custom_call_share_pct"], 37.44);
+    assert_eq!(ps["custom_call_self_time_ps"], 227262500u64);
 }
 
 #[test]
