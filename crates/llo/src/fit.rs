@@ -117,7 +117,7 @@ pub fn vmem_fit(idx: &DumpIndex, inst: &Instance) -> Result<(Value, Option<Strin
             "headroom_vs_scoped_default_pct": round_to(100.0 - used, 1),
             "used_of_hardware_pct": used_hw,
             "headroom_vs_hardware_pct": round_to(100.0 - used_hw, 1),
-            "limit_note": "operative limit = --xla_tpu_scoped_vmem_limit_kib (not recorded in the LLO dump); headroom is given against the 32 MiB scoped default and the 128 MiB hardware VMEM",
+            "limit_note": "operative limit = --xla_tpu_scoped_vmem_limit_kib (not recorded in the dump); 32 MiB scoped default unless overridden, 128 MiB hardware VMEM",
         }),
         Some(p.file.clone()),
     ))
@@ -591,12 +591,12 @@ pub fn fit_data(
         json!({
             "measurements": {"description": "counted from the dump; cite these",
                              "keys": ["vmem", "mxu", "spills", "units", "timeline", "totals"]},
-            "hypotheses": {"description": "INFERRED heuristics, not measurements: leads to test, never evidence for a verdict. Check `track_record` before spending a candidate.",
+            "hypotheses": {"description": "INFERRED heuristics, not measurements. Leads to test, never evidence for a verdict. Check `track_record` before spending a candidate.",
                            "keys": ["recommendations", "verdict", "verdict_class"]},
             "derived": {"description": "arithmetic on counted values", "keys": ["vmem.used_of_scoped_default_pct", "spills.spill_fill_per_bundle", "timeline.bundle_class_pct", "units.occupancy_pct"]},
             "grading_metrics_forbidden": {
                 "spill_fill_per_bundle": "ratio whose denominator shrinks with the edit being graded; can rise on a candidate that got faster",
-                "occupancy_pct": "static issue-slot co-residency, not time; a unit at 60% static occupancy may sit entirely in the shadow of memory waits and cost nothing to remove",
+                "occupancy_pct": "static issue-slot co-residency, not time; a unit at 60% static occupancy may be entirely in the shadow of memory waits and cost nothing to remove",
             },
         }),
     );

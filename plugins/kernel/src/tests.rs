@@ -1145,3 +1145,198 @@ fn trace_tools_reject_bad_paths_files_and_arguments() {
     let e = err("get_device_wall_report", json!({"path": l, "floor_ms": -1}));
     assert_eq!(e.kind, ErrorKind::InvalidValue);
 }
+
+// ---- seed oracle --------------------------------------------------------------------------------
+
+/// Every value the seed printed (`oracle/seed-cli/<file>`) must be in our result at the same
+/// place, except under `skip` (JSON-pointer prefixes), each a documented, deliberate change.
+fn assert_matches_oracle(ours: &Value, oracle_file: &str, skip: &[(&str, &str)]) {
+    let path = corpus().unwrap().join("oracle/seed-cli").join(oracle_file);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let json_text = text
+        .split_once("```json\n")
+        .map(|(_, j)| j.trim_end().trim_end_matches("```"))
+        .unwrap_or(&text);
+    let oracle: Value = serde_json::from_str(json_text).unwrap();
+    fn walk(o: &Value, ours: &Value, at: &str, skip: &[(&str, &str)], bad: &mut Vec<String>) {
+        if skip
+            .iter()
+            .any(|(p, _)| at == *p || at.starts_with(&format!("{p}/")))
+        {
+            return;
+        }
+        match (o, ours) {
+            (Value::Object(a), Value::Object(b)) => {
+                for (k, v) in a {
+                    match b.get(k) {
+                        Some(w) => walk(v, w, &format!("{at}/{k}"), skip, bad),
+                        None => bad.push(format!("{at}/{k}: missing")),
+                    }
+                }
+            }
+            (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
+                for (i, (v, w)) in a.iter().zip(b).enumerate() {
+                    walk(v, w, &format!("{at}/{i}"), skip, bad);
+                }
+            }
+            _ if o == ours => {}
+            // Integral floats the seed printed as ints (or back) are the same number.
+            (Value::Number(a), Value::Number(b)) if a.as_f64() == b.as_f64() => {}
+            _ => bad.push(format!("{at}: seed {o} vs ours {ours}")),
+        }
+    }
+    let mut bad = Vec::new();
+    walk(&oracle, ours, "", skip, &mut bad);
+    assert!(
+        bad.is_empty(),
+        "{oracle_file}: differs from the seed:\n{}",
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn seed_oracle_trace_tools() {
+    let l = logdir!();
+    let run = json!({"logdir": l, "run": "testrun"});
+    let with = |extra: Value| {
+        let mut a = run.clone();
+        a.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        a
+    };
+    assert_matches_oracle(
+        &ok("check_kernel_profiling", run.clone()),
+        "check_kernel_profiling.json",
+        &[(
+            "/runtime_counter_sampling",
+            "detected from the lines present instead of a constant sentence (§6.3 T8)",
+        )],
+    );
+    assert_matches_oracle(
+        &ok("list_kernel_invocations", run.clone()),
+        "list_kernel_invocations.json",
+        &[],
+    );
+    assert_matches_oracle(
+        &ok("get_llo_utilization", run.clone()),
+        "get_llo_utilization.json",
+        &[],
+    );
+    assert_matches_oracle(
+        &ok(
+            "get_llo_utilization",
+            with(json!({"kernel": "matmul_optimized"})),
+        ),
+        "get_llo_utilization.kernel.json",
+        &[],
+    );
+    assert_matches_oracle(
+        &ok(
+            "get_kernel_stage_breakdown",
+            with(json!({"kernel": "matmul_optimized"})),
+        ),
+        "get_kernel_stage_breakdown.json",
+        &[],
+    );
+    assert_matches_oracle(
+        &ok(
+            "get_device_wall_report",
+            with(json!({"kernel": "matmul_optimized"})),
+        ),
+        "get_device_wall_report.json",
+        &[],
+    );
+}
+
+#[test]
+fn seed_oracle_dump_tools() {
+    let d = jf_dump!();
+    let p = json!({"dump_dir": d, "program": PROG});
+    let with = |extra: Value| {
+        let mut a = p.clone();
+        a.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        a
+    };
+    let dump_dir = ("/dump_dir", "the seed ran with a relative path");
+    assert_matches_oracle(
+        &ok("list_llo_programs", json!({"dump_dir": d})),
+        "list_llo_programs.json",
+        &[dump_dir],
+    );
+    assert_matches_oracle(
+        &ok("get_llo_schedule_analysis", p.clone()),
+        "get_llo_schedule_analysis.program.json",
+        &[],
+    );
+    assert_matches_oracle(
+        &ok("get_llo_static_utilization", p.clone()),
+        "get_llo_static_utilization.program.json",
+        &[],
+    );
+    let col0 = "the seed drops column-0 continuation lines (`hlo: …`); we keep them (§2.2)";
+    assert_matches_oracle(
+        &ok("get_llo_bundles", with(json!({"address_range": "0xa-0xd"}))),
+        "get_llo_bundles.address_range.json",
+        &[("/bundles/0/text", col0)],
+    );
+    assert_matches_oracle(
+        &ok(
+            "get_llo_bundles",
+            with(json!({"grep": "dma\\.hbm_to_vmem", "limit": 3})),
+        ),
+        "get_llo_bundles.grep.json",
+        &[
+            ("/bundles/0/text", col0),
+            ("/bundles/2/text", col0),
+            (
+                "/total_matched",
+                "grep runs over the whole logical bundle, not its first line (§4.9)",
+            ),
+        ],
+    );
+    assert_matches_oracle(
+        &ok("get_llo_bundles", p.clone()),
+        "get_llo_bundles.program.json",
+        &[
+            (
+                "/total_matched",
+                "2705 bundles: the seed misses the 3 control-target bundles (§2.2)",
+            ),
+            (
+                "/bundles",
+                "the seed's listing lacks 0x1a and glues its text onto 0x19",
+            ),
+        ],
+    );
+    let fit = ok("get_llo_fit_summary", json!({"dump_dir": d}));
+    assert_matches_oracle(&fit["summary"], "get_llo_fit_summary.txt", &[dump_dir]);
+}
+
+#[test]
+fn seed_oracle_mosaic_tool() {
+    let (Some(m), Some(h)) = (fixture("mosaic_dump"), fixture("hlo_dump")) else {
+        return;
+    };
+    assert_matches_oracle(
+        &ok("get_custom_call_mlir", json!({"mosaic_dump_dir": m})),
+        "get_custom_call_mlir.json",
+        &[],
+    );
+    assert_matches_oracle(
+        &ok(
+            "get_custom_call_mlir",
+            json!({"kernel": "matmul_optimized", "hlo_dump_dir": h}),
+        ),
+        "get_custom_call_mlir.hlo_dump.json",
+        &[
+            (
+                "/bytecode_summary/op_counts",
+                "true counts from the decoded IR section instead of string-table presence flags; no phantom tpu.wait_dma (§6.4 M1)",
+            ),
+            ("/note", "names the LIBTPU_INIT_ARGS spelling of the flag"),
+        ],
+    );
+}
