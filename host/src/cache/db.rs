@@ -1,0 +1,365 @@
+//! The SQLite file: entries, the registry snapshot, and how a broken file is survived.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::{Value, json};
+
+use super::manifest::manifest_matches;
+use super::{SCHEMA_VERSION, cache_dir, warn_once};
+use crate::registry::Envelope;
+
+/// Entries untouched for this long are dropped when something new is stored, so the file does
+/// not grow without bound between `xprof cache clear`s.
+const PURGE_AFTER_SECS: i64 = 30 * 24 * 3600;
+
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub struct Db {
+    pub(super) conn: Connection,
+    pub path: PathBuf,
+}
+
+fn is_corrupt(e: &rusqlite::Error) -> bool {
+    use rusqlite::ErrorCode as C;
+    matches!(
+        e.sqlite_error_code(),
+        Some(C::DatabaseCorrupt | C::NotADatabase)
+    )
+}
+
+fn now_secs() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+fn remove_db_files(path: &Path) {
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        let _ = fs::remove_file(PathBuf::from(p));
+    }
+}
+
+impl Db {
+    fn connect(path: &Path) -> rusqlite::Result<Connection> {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        // Keep the WAL file between processes (each CLI call is usually the last connection
+        // to close): deleting and recreating it on every call costs syscalls and fsyncs.
+        let mut persist = 1;
+        conn.file_control(
+            Some(rusqlite::MAIN_DB),
+            rusqlite::FileControl::PersistWal(&mut persist),
+        )?;
+        // WAL lets readers run beside one writer across processes; the mode is stored in the
+        // file, so only the first opener pays for switching (and it needs the write lock).
+        let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))?;
+        }
+        // A lost write only loses a cache entry; skip the per-commit fsync.
+        conn.execute_batch("PRAGMA synchronous=NORMAL")?;
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version != SCHEMA_VERSION {
+            conn.execute_batch(&format!(
+                "BEGIN IMMEDIATE;
+                 DROP TABLE IF EXISTS entries;
+                 CREATE TABLE entries (
+                     key TEXT PRIMARY KEY,
+                     tool TEXT NOT NULL,
+                     plugin TEXT NOT NULL,
+                     plugin_version TEXT NOT NULL,
+                     key_material TEXT NOT NULL,
+                     result TEXT NOT NULL,
+                     content_type TEXT NOT NULL,
+                     inputs TEXT NOT NULL,
+                     manifest TEXT NOT NULL,
+                     created_at INTEGER NOT NULL
+                 );
+                 CREATE INDEX entries_created ON entries(created_at);
+                 DROP TABLE IF EXISTS registry;
+                 CREATE TABLE registry (
+                     dirs TEXT PRIMARY KEY,
+                     manifest TEXT NOT NULL
+                 );
+                 DROP TABLE IF EXISTS registry_tools;
+                 CREATE TABLE registry_tools (
+                     dirs TEXT NOT NULL,
+                     name TEXT NOT NULL,
+                     entry TEXT NOT NULL,
+                     PRIMARY KEY (dirs, name)
+                 );
+                 PRAGMA user_version = {SCHEMA_VERSION};
+                 COMMIT;"
+            ))?;
+        }
+        Ok(conn)
+    }
+
+    /// Open (creating it if needed) the cache. A corrupt file is deleted and rebuilt; any other
+    /// failure warns once and returns `None` so the call runs uncached.
+    pub fn open() -> Option<Db> {
+        let Some(dir) = cache_dir() else {
+            warn_once(
+                "no cache directory: neither XPROF_CACHE_DIR, XDG_CACHE_HOME nor HOME is set"
+                    .into(),
+                "set XPROF_CACHE_DIR, or pass --no_cache",
+            );
+            return None;
+        };
+        Self::open_in(&dir)
+    }
+
+    /// Open the cache in `dir` (created private to the user: results describe their files).
+    pub fn open_in(dir: &Path) -> Option<Db> {
+        use std::os::unix::fs::DirBuilderExt;
+        if let Err(e) = fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+        {
+            warn_once(
+                format!(
+                    "result cache disabled: cannot create {}: {e}",
+                    dir.display()
+                ),
+                "set XPROF_CACHE_DIR to a writable directory, or pass --no_cache",
+            );
+            return None;
+        }
+        let path = dir.join("cache.sqlite");
+        match Self::connect(&path) {
+            Ok(conn) => Some(Db { conn, path }),
+            Err(e) if is_corrupt(&e) => Self::rebuild(&path, &e),
+            Err(e) => {
+                warn_once(
+                    format!("result cache disabled: cannot open {}: {e}", path.display()),
+                    "check the file's permissions, or pass --no_cache",
+                );
+                None
+            }
+        }
+    }
+
+    fn rebuild(path: &Path, e: &rusqlite::Error) -> Option<Db> {
+        warn_once(
+            format!(
+                "result cache {} is corrupt ({e}); rebuilding it",
+                path.display()
+            ),
+            "nothing to do: the cache only holds results that can be recomputed",
+        );
+        remove_db_files(path);
+        match Self::connect(path) {
+            Ok(conn) => Some(Db {
+                conn,
+                path: path.to_path_buf(),
+            }),
+            Err(e) => {
+                warn_once(
+                    format!(
+                        "result cache disabled: cannot rebuild {}: {e}",
+                        path.display()
+                    ),
+                    "remove the file by hand, or pass --no_cache",
+                );
+                None
+            }
+        }
+    }
+
+    /// A fresh, still valid entry.
+    pub fn lookup(&mut self, key: &str, ttl: u64) -> rusqlite::Result<Option<Envelope>> {
+        let row = self
+            .conn
+            .query_row(
+                "SELECT result, content_type, inputs, manifest, created_at FROM entries WHERE key = ?1",
+                params![key],
+                |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, i64>(4)?,
+                    ))
+                },
+            )
+            .optional()?;
+        let Some((result, content_type, inputs, manifest, created_at)) = row else {
+            return Ok(None);
+        };
+        if now_secs().saturating_sub(created_at) >= ttl as i64 {
+            return Ok(None);
+        }
+        let manifest: Value = serde_json::from_str(&manifest).unwrap_or(Value::Null);
+        if !manifest_matches(&manifest) {
+            return Ok(None);
+        }
+        let (Ok(result), Ok(Value::Array(inputs))) = (
+            serde_json::from_str::<Value>(&result),
+            serde_json::from_str::<Value>(&inputs),
+        ) else {
+            return Ok(None);
+        };
+        // A hit writes nothing: a write per hit would cost more than the rest of the hit.
+        Ok(Some(Envelope {
+            result,
+            content_type,
+            inputs,
+        }))
+    }
+
+    pub fn store(
+        &mut self,
+        key: &str,
+        material: &Value,
+        env: &Envelope,
+        manifest: &Value,
+    ) -> rusqlite::Result<()> {
+        let now = now_secs();
+        let tx = self.conn.transaction()?;
+        tx.execute(
+            "INSERT OR REPLACE INTO entries
+               (key, tool, plugin, plugin_version, key_material, result, content_type, inputs,
+                manifest, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            params![
+                key,
+                material["tool"].as_str().unwrap_or(""),
+                material["plugin"].as_str().unwrap_or(""),
+                material["plugin_version"].as_str().unwrap_or(""),
+                material.to_string(),
+                env.result.to_string(),
+                env.content_type,
+                Value::Array(env.inputs.clone()).to_string(),
+                manifest.to_string(),
+                now,
+            ],
+        )?;
+        tx.execute(
+            "DELETE FROM entries WHERE created_at < ?1",
+            params![now - PURGE_AFTER_SECS],
+        )?;
+        tx.commit()?;
+        // Fold the WAL back into the database and empty it now, while we pay for a miss
+        // anyway: otherwise every later process (hits included) would replay and checkpoint
+        // it on open and close. Busy readers just make this a partial checkpoint.
+        let _ = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        Ok(())
+    }
+
+    pub fn stats(&self) -> rusqlite::Result<Value> {
+        let (entries, bytes, oldest, newest): (i64, i64, Option<i64>, Option<i64>) =
+            self.conn.query_row(
+                "SELECT COUNT(*), COALESCE(SUM(LENGTH(result)), 0),
+                        MIN(created_at), MAX(created_at) FROM entries",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )?;
+        let mut stmt = self.conn.prepare(
+            "SELECT tool, plugin, COUNT(*) FROM entries GROUP BY tool, plugin ORDER BY tool",
+        )?;
+        let tools: Vec<Value> = stmt
+            .query_map([], |r| {
+                Ok(json!({
+                    "tool": r.get::<_, String>(0)?,
+                    "plugin": r.get::<_, String>(1)?,
+                    "entries": r.get::<_, i64>(2)?,
+                }))
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(json!({
+            "entries": entries,
+            "result_bytes": bytes,
+            "oldest_unix": oldest,
+            "newest_unix": newest,
+            "tools": tools,
+        }))
+    }
+
+    pub fn clear(&mut self) -> rusqlite::Result<usize> {
+        let n = self.conn.execute("DELETE FROM entries", [])?;
+        self.conn
+            .execute_batch("DELETE FROM registry; DELETE FROM registry_tools;")?;
+        // Give the space back; harmless if another process holds the file open.
+        let _ = self
+            .conn
+            .execute_batch("PRAGMA wal_checkpoint(TRUNCATE); VACUUM;");
+        Ok(n)
+    }
+
+    /// Run `f`; on a corruption error rebuild the file and report `None`. Other database errors
+    /// (e.g. a lock held beyond the busy timeout) warn and report `None`.
+    pub(super) fn guard<T>(
+        &mut self,
+        what: &str,
+        f: impl FnOnce(&mut Db) -> rusqlite::Result<T>,
+    ) -> Option<T> {
+        match f(self) {
+            Ok(v) => Some(v),
+            Err(e) if is_corrupt(&e) => {
+                if let Some(db) = Self::rebuild(&self.path.clone(), &e) {
+                    *self = db;
+                }
+                None
+            }
+            Err(e) => {
+                warn_once(
+                    format!("result cache {what} failed on {}: {e}", self.path.display()),
+                    "the call ran uncached; pass --no_cache to silence this",
+                );
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::manifest::{RACY_MARGIN_COARSE, manifest};
+    use std::os::unix::fs::MetadataExt;
+    use std::time::Duration;
+
+    #[test]
+    fn entries_expire_after_the_ttl_and_survive_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in.pb");
+        fs::write(&input, b"x").unwrap();
+        let inputs = vec![json!({"path": input.display().to_string(), "kind": "file"})];
+        let later = SystemTime::now() + RACY_MARGIN_COARSE + Duration::from_secs(1);
+        let m = manifest(&inputs, later).unwrap();
+        let env = Envelope {
+            result: json!({"answer": 42}),
+            content_type: "application/json".into(),
+            inputs,
+        };
+        let material = json!({"tool": "t", "plugin": "p", "plugin_version": "1"});
+        let mut db = Db::open_in(&dir.path().join("cache")).unwrap();
+        db.store("k", &material, &env, &m).unwrap();
+        drop(db);
+        let mut db = Db::open_in(&dir.path().join("cache")).unwrap();
+        let hit = db
+            .lookup("k", 3600)
+            .unwrap()
+            .expect("a fresh entry is served");
+        assert_eq!(hit.result, env.result);
+        assert_eq!(hit.inputs, env.inputs);
+        db.conn
+            .execute("UPDATE entries SET created_at = created_at - 100", [])
+            .unwrap();
+        assert!(db.lookup("k", 50).unwrap().is_none(), "expired");
+        assert!(db.lookup("k", 200).unwrap().is_some());
+        assert!(db.lookup("other", 3600).unwrap().is_none());
+        let mode = fs::metadata(dir.path().join("cache")).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+    }
+}
