@@ -153,6 +153,16 @@ fn roofline(
 
 /// One framework-op table (XProf `GenerateTfStatsTable` + `TfStatsToDataTable`).
 pub fn table(s: &OpStats, exclude_idle: bool) -> Table {
+    table_with_kernels(s, exclude_idle, None)
+}
+
+/// [`table`] with GPU kernel time per framework op (Tensor Core ns, all ns) for the
+/// `gpu_tensorcore_utilization` column; `None` when the kernel stats were not read.
+pub fn table_with_kernels(
+    s: &OpStats,
+    exclude_idle: bool,
+    kernels: Option<&std::collections::HashMap<String, (u64, u64)>>,
+) -> Table {
     let gpu = s.run_env.device_type.contains("GPU");
     let mut cols = COLUMNS.to_vec();
     if gpu {
@@ -184,8 +194,23 @@ pub fn table(s: &OpStats, exclude_idle: bool) -> Table {
             json!(dev_cum),
         );
         if gpu {
-            // Kernel stats are matched by op name; without a kernel report XProf prints 0.
-            r.insert("gpu_tensorcore_utilization".into(), json!(0.0));
+            // Kernel stats are matched by framework op name; ops without kernels get 0, as in
+            // XProf.
+            match kernels {
+                Some(k) => {
+                    let (tc, all) = k.get(&m.name).copied().unwrap_or((0, 0));
+                    r.insert(
+                        "gpu_tensorcore_utilization".into(),
+                        json!(safe_div(tc as f64, all as f64)),
+                    );
+                }
+                None => placeholder(
+                    &mut r,
+                    "gpu_tensorcore_utilization",
+                    "the GPU kernel stats (kernel_details) were not read",
+                    None,
+                ),
+            }
         }
         if op.has_flops_placeholder {
             let (measured, ..) = roofline(m, m.flops + op.placeholder_event_flops, perf, hw);

@@ -231,8 +231,63 @@ impl KernelStats {
     }
 }
 
+/// Framework op (`metadata.op_name`) of every HLO instruction, by program id and by module
+/// name, for kernels that name their HLO op rather than carrying a `tf_op` stat.
+#[derive(Default)]
+pub struct HloOpNames {
+    by_program: HashMap<u64, HashMap<String, String>>,
+    by_module: HashMap<String, u64>,
+}
+
+impl HloOpNames {
+    /// From the HLO the captures embed and the run's `*.hlo_proto.pb` files.
+    pub fn new(hosts: &[(String, XSpace)], hlo_files: &[std::path::PathBuf]) -> Self {
+        let mut out = HloOpNames::default();
+        let mut protos: Vec<(Option<u64>, xprof_proto::xla::HloProto)> = Vec::new();
+        for (_, space) in hosts {
+            protos.extend(crate::megascale::embedded_hlo(space));
+        }
+        protos.extend(crate::megascale::file_hlo(hlo_files));
+        for (pid, p) in protos {
+            let Some(m) = p.hlo_module else { continue };
+            let pid = pid.unwrap_or(m.id as u64);
+            let ops: HashMap<String, String> = m
+                .computations
+                .iter()
+                .flat_map(|c| c.instructions.iter())
+                .map(|i| {
+                    let op = i
+                        .metadata
+                        .as_ref()
+                        .map(|md| md.op_name.clone())
+                        .unwrap_or_default();
+                    (i.name.clone(), op)
+                })
+                .collect();
+            out.by_module.insert(m.name.clone(), pid);
+            out.by_module.insert(format!("{}({pid})", m.name), pid);
+            out.by_program.entry(pid).or_insert(ops);
+        }
+        out
+    }
+
+    /// XProf `GetHloInstruction(program_id, hlo_op)`: the kernel's program (by id, else by its
+    /// `hlo_module` name) and the last HLO op it names.
+    fn op_name(&self, program_id: Option<u64>, module: &str, hlo_op: &str) -> Option<&str> {
+        let pid = program_id.or_else(|| self.by_module.get(module).copied())?;
+        let instr = hlo_op.rsplit("::").next()?;
+        self.by_program.get(&pid)?.get(instr).map(String::as_str)
+    }
+}
+
 /// Kernel reports of every `/device:GPU:*` plane of every host, merged by configuration.
 pub fn kernel_stats(hosts: &[(String, XSpace)]) -> KernelStats {
+    kernel_stats_with_hlo(hosts, &HloOpNames::default())
+}
+
+/// [`kernel_stats`] naming each kernel's framework op from its HLO instruction when the event
+/// has `hlo_op` (XProf's kernel-stats pass with the HLO module map).
+pub fn kernel_stats_with_hlo(hosts: &[(String, XSpace)], hlo: &HloOpNames) -> KernelStats {
     let mut out = KernelStats::default();
     let mut map: HashMap<KernelKey, KernelReport> = HashMap::new();
     for (_, space) in hosts {
@@ -270,6 +325,14 @@ pub fn kernel_stats(hosts: &[(String, XSpace)]) -> KernelStats {
                                 || is_op_tensor_core_eligible(&key.op_name)
                                 || key.is_kernel_using_tensor_core;
                     }
+                    let hlo_op = text("hlo_op");
+                    if !hlo_op.is_empty() {
+                        let pid = e.stat_or_metadata("program_id").and_then(|s| s.uint());
+                        if let Some(op) = hlo.op_name(pid, text("hlo_module"), hlo_op) {
+                            key.op_name = op.to_string();
+                            key.is_op_tensor_core_eligible |= is_op_tensor_core_eligible(op);
+                        }
+                    }
                     let r = map.entry(key.clone()).or_insert_with(|| KernelReport {
                         key,
                         occupancy_pct: occ,
@@ -293,4 +356,18 @@ pub fn kernel_stats(hosts: &[(String, XSpace)]) -> KernelStats {
     reports.truncate(MAX_KERNELS);
     out.reports = reports;
     out
+}
+
+/// Per framework op: (Tensor-Core kernel time, all kernel time) in ns (XProf
+/// `GroupKernelReportsByOpName`), for the framework-op table's GPU Tensor Core utilization.
+pub fn tensor_core_time_by_op(ks: &KernelStats) -> HashMap<String, (u64, u64)> {
+    let mut m: HashMap<String, (u64, u64)> = HashMap::new();
+    for r in &ks.reports {
+        let e = m.entry(r.key.op_name.clone()).or_default();
+        e.1 += r.total_duration_ns;
+        if r.key.is_kernel_using_tensor_core {
+            e.0 += r.total_duration_ns;
+        }
+    }
+    m
 }

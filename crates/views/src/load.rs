@@ -136,6 +136,11 @@ pub fn device_planes(name: &str) -> bool {
     name.starts_with("/device:TPU:") || name.starts_with("/device:GPU:")
 }
 
+/// Planes the kernel view reads: GPUs and the embedded HLO.
+pub fn gpu_planes(name: &str) -> bool {
+    name.starts_with("/device:GPU:") || name == "/host:metadata"
+}
+
 /// Planes the DCN analysis reads.
 pub fn megascale_planes(name: &str) -> bool {
     name == "/device:TPU:0" || name == "/host:CPU" || name == "/host:metadata"

@@ -97,6 +97,72 @@ fn kernel_stats_group_gpu_kernels_by_launch_configuration() {
     assert_eq!(a["total_duration_us"], json!(5.0));
 }
 
+/// A JAX-style GPU capture: kernels name their HLO op (`hlo_op`, `program_id`), whose
+/// `op_name` metadata is the framework op.
+fn gpu_jax_capture() -> XSpaceBuilder {
+    let instr = |name: &str, opcode: &str, op_name: &str| xla::HloInstructionProto {
+        name: name.into(),
+        opcode: opcode.into(),
+        metadata: Some(xla::OpMetadata {
+            op_name: op_name.into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let hlo = xla::HloProto {
+        hlo_module: Some(xla::HloModuleProto {
+            name: "jit_f".into(),
+            computations: vec![xla::HloComputationProto {
+                name: "main".into(),
+                instructions: vec![
+                    instr("dot.1", "dot", "jit(f)/dot_general"),
+                    instr("add.2", "add", "jit(f)/add"),
+                ],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    XSpaceBuilder::new()
+        .plane("/host:metadata", |p| p.hlo_module(5, 5, &hlo))
+        .plane("/device:GPU:0", |p| {
+            p.stat("peak_teraflops_per_second", 100.0)
+                .stat("peak_hbm_bw_gigabytes_per_second", 1000.0)
+                .line_with_id(1, "stream 1", |l| {
+                    l.event("sm80_xmma_gemm_f16", 0, 6_000_000)
+                        .stat("kernel_details", "regs:128 grid:4,1,1 block:256,1,1")
+                        .stat("hlo_op", "dot.1")
+                        .stat("hlo_module", "jit_f")
+                        .stat("program_id", 5u64)
+                        .event("add_kernel", 7_000_000, 2_000_000)
+                        .stat("kernel_details", "regs:8 grid:1,1,1 block:32,1,1")
+                        .stat("hlo_op", "add.2")
+                        .stat("hlo_module", "jit_f")
+                        .stat("program_id", 5u64)
+                })
+        })
+}
+
+#[test]
+fn kernels_name_their_framework_op_through_the_hlo() {
+    let r = raw(gpu_jax_capture());
+    let hlo = xprof_views::kernel::HloOpNames::new(&r, &[]);
+    let ks = xprof_views::kernel::kernel_stats_with_hlo(&r, &hlo);
+    let t = ks.table();
+    assert_eq!(t.records[0]["kernel_name"], json!("sm80_xmma_gemm_f16"));
+    assert_eq!(t.records[0]["op_name"], json!("jit(f)/dot_general"));
+    assert_eq!(t.records[0]["is_kernel_using_tensor_core"], json!(true));
+    assert_eq!(t.records[1]["op_name"], json!("jit(f)/add"));
+    // Without the HLO the kernels have no framework op.
+    let plain = xprof_views::kernel::kernel_stats(&r);
+    assert_eq!(plain.table().records[0]["op_name"], json!(""));
+    // Per framework op: Tensor Core time / kernel time.
+    let by_op = xprof_views::kernel::tensor_core_time_by_op(&ks);
+    assert_eq!(by_op["jit(f)/dot_general"], (6000, 6000));
+    assert_eq!(by_op["jit(f)/add"], (0, 2000));
+}
+
 #[test]
 fn kernel_launch_params_parse_like_xprof() {
     use xprof_views::kernel::*;
@@ -762,4 +828,41 @@ fn host_boundness_needs_steps() {
     assert!(v["metrics"]["ici_read_utilization_percent_reason"].is_string());
     assert!(["NOT_HOST_BOUND", "UNKNOWN"].contains(&v["status"].as_str().unwrap()));
     assert!(v["reasons"].as_array().unwrap().len() >= 2);
+}
+
+#[test]
+fn framework_ops_on_gpu_carry_tensor_core_utilization() {
+    let b = gpu_jax_capture();
+    let (_d, r) = loaded(&b);
+    let s = r.op_stats().unwrap();
+    assert!(
+        s.run_env.device_type.contains("GPU"),
+        "{}",
+        s.run_env.device_type
+    );
+    let rawv = raw(gpu_jax_capture());
+    let ks = xprof_views::kernel::kernel_stats_with_hlo(
+        &rawv,
+        &xprof_views::kernel::HloOpNames::new(&rawv, &[]),
+    );
+    let by_op = xprof_views::kernel::tensor_core_time_by_op(&ks);
+    let t = xprof_views::framework::table_with_kernels(&s, false, Some(&by_op));
+    assert!(t.columns.iter().any(|c| c == "gpu_tensorcore_utilization"));
+    let row = |op: &str| {
+        t.records
+            .iter()
+            .find(|r| r["operation"] == json!(op))
+            .unwrap_or_else(|| panic!("no {op} in {:?}", t.records))
+            .clone()
+    };
+    assert_eq!(
+        row("jit(f)/dot_general")["gpu_tensorcore_utilization"],
+        json!(1.0)
+    );
+    assert_eq!(row("jit(f)/add")["gpu_tensorcore_utilization"], json!(0.0));
+    // Without kernel stats the column is a placeholder, not a 0.
+    let t = xprof_views::framework::table(&s, false);
+    let r = &t.records[0];
+    assert!(r["gpu_tensorcore_utilization"].is_null());
+    assert!(r["gpu_tensorcore_utilization_reason"].is_string());
 }

@@ -1,7 +1,7 @@
 use serde_json::{Map, json};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use super::get_pod_viewer::{load_run, no_data_with};
+use super::get_pod_viewer::{load_run, no_data_with, views_error};
 use crate::common::{DEVICE_TRACE_FLAGS, session, with_capture};
 
 pub struct GetFrameworkOpStats;
@@ -63,7 +63,22 @@ impl Tool for GetFrameworkOpStats {
         let st = run
             .op_stats()
             .ok_or_else(|| ToolError::internal("no host selected"))?;
-        let t = xprof_views::framework::table(&st, !with_idle);
+        // GPU: Tensor Core utilization per framework op comes from the kernel stats.
+        let kernels = if st.run_env.device_type.contains("GPU") {
+            let list: Vec<(String, std::path::PathBuf)> = run
+                .hosts
+                .iter()
+                .map(|h| (h.name.clone(), h.path.clone()))
+                .collect();
+            let raw = xprof_views::load::load_raw(&list, xprof_views::load::gpu_planes)
+                .map_err(views_error)?;
+            let hlo = xprof_views::kernel::HloOpNames::new(&raw, &s.hlo_protos);
+            let ks = xprof_views::kernel::kernel_stats_with_hlo(&raw, &hlo);
+            Some(xprof_views::kernel::tensor_core_time_by_op(&ks))
+        } else {
+            None
+        };
+        let t = xprof_views::framework::table_with_kernels(&st, !with_idle, kernels.as_ref());
         let mut body = Map::new();
         body.insert("device_type".into(), json!(st.run_env.device_type));
         body.insert("task_type".into(), t.properties["task_type"].clone());

@@ -26,7 +26,8 @@ impl Tool for GetKernelStats {
          `/device:GPU:*` plane of all hosts (or --host): kernels grouped by name, grid and block \
          dimensions, registers per thread, static+dynamic shared memory, theoretical occupancy, \
          whether the kernel uses Tensor Cores (by name, XProf's patterns) and whether its \
-         framework op is Tensor-Core eligible, with occurrences and total/avg/min/max durations \
+         framework op (the `tf_op` stat, or the op_name of the HLO instruction its `hlo_op` \
+         names) is Tensor-Core eligible, with occurrences and total/avg/min/max durations \
          (us, exact ns beside them), sorted by total duration (XProf keeps the top 1000). \
          TPU and CPU captures have no GPU kernels: `no_data`."
     }
@@ -51,8 +52,12 @@ impl Tool for GetKernelStats {
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let limit = call.usize_or("limit", 50)?;
         let s = session(call)?;
-        let (raw, used) = load_raw(call, &s, xprof_views::load::device_planes)?;
-        let ks = xprof_views::kernel::kernel_stats(&raw);
+        let (raw, used) = load_raw(call, &s, xprof_views::load::gpu_planes)?;
+        for f in &s.hlo_protos {
+            call.read_file(f);
+        }
+        let hlo = xprof_views::kernel::HloOpNames::new(&raw, &s.hlo_protos);
+        let ks = xprof_views::kernel::kernel_stats_with_hlo(&raw, &hlo);
         let mut body = Map::new();
         body.insert("gpu_planes".into(), json!(ks.gpu_planes));
         body.insert("kernel_events".into(), json!(ks.kernel_events));
