@@ -67,7 +67,7 @@ pub(crate) fn warn_once(message: String, hint: &str) {
 pub fn cache_dir() -> Option<PathBuf> {
     let abs = |v: std::ffi::OsString| Some(PathBuf::from(v)).filter(|p| p.is_absolute());
     if let Some(d) = std::env::var_os("XPROF_CACHE_DIR").filter(|v| !v.is_empty()) {
-        return Some(std::path::absolute(PathBuf::from(d)).ok()?);
+        return std::path::absolute(PathBuf::from(d)).ok();
     }
     std::env::var_os("XDG_CACHE_HOME")
         .and_then(abs)
@@ -276,7 +276,9 @@ pub fn command(args: &[String], g: &GlobalOpts) -> i32 {
             v["exists"] = Value::Bool(true);
             v["file_bytes"] = Value::from(fs::metadata(&path).map(|m| m.len()).unwrap_or(0));
             if let Value::Object(m) = s {
-                v.as_object_mut().map(|o| o.extend(m));
+                if let Some(o) = v.as_object_mut() {
+                    o.extend(m);
+                }
             }
         })
     } else {
