@@ -613,7 +613,8 @@ impl XSpace {
             // SAFETY: the map is read-only and private to this process; captures are not
             // rewritten in place by the profiler (it writes a new file), and the documented
             // contract of `open` is that the file is not truncated while it is being read.
-            match unsafe { memmap2::Mmap::map(&file) } {
+            // populate: fault the pages in with one call (the reader touches them all anyway).
+            match unsafe { memmap2::MmapOptions::new().populate().map(&file) } {
                 Ok(m) => Backing::Mmap(m),
                 Err(_) => Backing::Owned(std::fs::read(path).map_err(io)?),
             }
