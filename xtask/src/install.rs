@@ -14,6 +14,14 @@ const PRODUCT: &[&str] = &[
     "xprof-plugin-example-vendor",
 ];
 
+/// Where cargo puts its output (`$CARGO_TARGET_DIR`, else `<root>/target`).
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map(|p| if p.is_absolute() { p } else { root().join(p) })
+        .unwrap_or_else(|| root().join("target"))
+}
+
 fn cargo() -> Command {
     let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     c.current_dir(root());
@@ -59,7 +67,7 @@ pub fn run(args: &[String]) -> crate::Result {
         c.args(["-p", p]);
     }
     step(c, "cargo build --release (host and plugins)")?;
-    let release = root().join("target/release");
+    let release = target_dir().join("release");
     let bin = prefix.join("bin");
     let plugins = prefix.join("lib/xprof/plugins");
     std::fs::create_dir_all(&bin)?;
@@ -105,7 +113,7 @@ pub fn test(args: &[String]) -> crate::Result {
     step(c, "cargo test --workspace")?;
     let mcp = root().join("tests/mcp/run.sh");
     if mcp.exists() {
-        let debug = root().join("target/debug");
+        let debug = target_dir().join("debug");
         let mut c = Command::new("bash");
         c.arg(&mcp)
             .current_dir(root())
