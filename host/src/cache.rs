@@ -275,10 +275,8 @@ pub fn command(args: &[String], g: &GlobalOpts) -> i32 {
         db.guard("stats", |db| db.stats()).map(|s| {
             v["exists"] = Value::Bool(true);
             v["file_bytes"] = Value::from(fs::metadata(&path).map(|m| m.len()).unwrap_or(0));
-            if let Value::Object(m) = s {
-                if let Some(o) = v.as_object_mut() {
-                    o.extend(m);
-                }
+            if let (Value::Object(m), Some(o)) = (s, v.as_object_mut()) {
+                o.extend(m);
             }
         })
     } else {
