@@ -106,6 +106,25 @@ fn embedded(space: &XSpace, path: &std::path::Path) -> Result<Vec<CapturedModule
     Ok(out)
 }
 
+/// The module a `<module>(<program_id>).hlo_proto.pb` file holds (named by its stem).
+pub fn file_module(path: &std::path::Path) -> CapturedModule {
+    let stem = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_suffix(xprof_capture::HLO_PROTO_SUFFIX))
+        .unwrap_or_default()
+        .to_string();
+    let (module_name, program_id) = split_program_id(&stem);
+    CapturedModule {
+        name: stem,
+        module_name,
+        program_id,
+        source: ModuleSource::File {
+            path: path.to_path_buf(),
+        },
+    }
+}
+
 /// Every module of a session, sorted by name: the `.hlo_proto.pb` files, then (deduplicated
 /// by program id and by name, first wins) the modules embedded in each host's XSpace.
 /// Returns the modules and the files read.
@@ -115,23 +134,12 @@ pub fn list_modules(session: &Session) -> Result<(Vec<CapturedModule>, Vec<PathB
     let mut ids: HashSet<String> = HashSet::new();
     let mut read = Vec::new();
     for p in &session.hlo_protos {
-        let stem = p
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(xprof_capture::HLO_PROTO_SUFFIX))
-            .unwrap_or_default()
-            .to_string();
-        let (module_name, program_id) = split_program_id(&stem);
-        if let Some(id) = &program_id {
+        let m = file_module(p);
+        if let Some(id) = &m.program_id {
             ids.insert(id.clone());
         }
-        names.insert(stem.clone());
-        modules.push(CapturedModule {
-            name: stem,
-            module_name,
-            program_id,
-            source: ModuleSource::File { path: p.clone() },
-        });
+        names.insert(m.name.clone());
+        modules.push(m);
     }
     for host in &session.hosts {
         let space = XSpace::open(&host.path)?;

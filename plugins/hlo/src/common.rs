@@ -71,7 +71,9 @@ pub fn truncation_note(kept: i64, total: usize) -> String {
 /// proto.
 pub struct LoadedModule {
     pub session: Session,
-    pub available: Vec<String>,
+    /// Every module's name; `None` when the module was found as a file without listing the
+    /// XSpaces' embedded modules.
+    pub available: Option<Vec<String>>,
     pub module: xprof_hlo::capture::CapturedModule,
     pub proto: xprof_proto::xla::HloModuleProto,
 }
@@ -88,6 +90,25 @@ impl LoadedModule {
 /// (default: the first by name). `Ok(None)` when the capture has no HLO module at all.
 pub fn load_module(call: &mut Call) -> Result<Option<LoadedModule>, ToolError> {
     let session = session(call)?;
+    let name = call.opt_nonempty("module_name")?;
+    // A file named exactly like the request wins over any embedded copy, so the XSpaces
+    // (possibly hundreds of MB) need not be opened to find it.
+    if let Some(n) = name.as_deref()
+        && let Some(m) = session
+            .hlo_protos
+            .iter()
+            .map(|p| xprof_hlo::capture::file_module(p))
+            .find(|m| m.name == n.trim())
+    {
+        call.read_file(m.path());
+        let proto = xprof_hlo::capture::load(&m).map_err(hlo_error)?;
+        return Ok(Some(LoadedModule {
+            available: None,
+            session,
+            module: m,
+            proto,
+        }));
+    }
     let (mods, read) = xprof_hlo::capture::list_modules(&session).map_err(hlo_error)?;
     for p in &read {
         call.read_file(p);
@@ -95,7 +116,6 @@ pub fn load_module(call: &mut Call) -> Result<Option<LoadedModule>, ToolError> {
     if mods.is_empty() {
         return Ok(None);
     }
-    let name = call.opt_nonempty("module_name")?;
     let module = xprof_hlo::capture::select(&mods, name.as_deref())
         .map_err(hlo_error)?
         .clone();
@@ -103,7 +123,7 @@ pub fn load_module(call: &mut Call) -> Result<Option<LoadedModule>, ToolError> {
     let proto = xprof_hlo::capture::load(&module).map_err(hlo_error)?;
     Ok(Some(LoadedModule {
         session,
-        available: mods.into_iter().map(|m| m.name).collect(),
+        available: Some(mods.into_iter().map(|m| m.name).collect()),
         module,
         proto,
     }))

@@ -33,7 +33,7 @@ impl Tool for GetHloModuleContent {
             )
     }
     fn output(&self) -> &'static str {
-        "{format: \"hlo_text\", text, capture, module_name, line_count, returned_line_count, truncated, available_modules}"
+        "{format: \"hlo_text\", text, capture, module_name, line_count, returned_line_count, truncated, available_modules (omitted when the module was found as a file by its exact name)}"
     }
     fn examples(&self) -> Vec<Example> {
         vec![
@@ -75,7 +75,9 @@ impl Tool for GetHloModuleContent {
             json!(if truncated { max as usize } else { total }),
         );
         extra.insert("truncated".into(), json!(truncated));
-        extra.insert("available_modules".into(), json!(lm.available));
+        if let Some(a) = &lm.available {
+            extra.insert("available_modules".into(), json!(a));
+        }
         Ok(capture_text(lm.capture_block(), "hlo_text", body, extra))
     }
 }
