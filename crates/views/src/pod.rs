@@ -95,16 +95,20 @@ pub fn pod_viewer(s: &OpStats, cores: &BTreeMap<i64, CoreDetails>) -> Value {
                 .get(host_idx as usize)
                 .cloned()
                 .unwrap_or_default();
-            let (key, host_name, details) = if tpu {
+            // The engine keeps hosts apart by 1 000 000 per host; XProf's combiner numbers
+            // cores `host × 1000 + core` (`GlobalCoreId`).
+            let local = core % 1_000_000;
+            let (local, host_name, details) = if tpu {
                 let d = cores.get(core);
                 (
-                    *core,
+                    local,
                     d.map(|d| d.hostname.clone()).unwrap_or(fallback_host),
                     d,
                 )
             } else {
-                (host_idx * 1_000_000 + DEFAULT_CORE_ID, fallback_host, None)
+                (DEFAULT_CORE_ID, fallback_host, None)
             };
+            let key = host_idx * 1000 + local;
             let mut r = Map::new();
             r.insert("hostName".into(), json!(host_name));
             r.insert("chipId".into(), json!(0));

@@ -866,3 +866,44 @@ fn framework_ops_on_gpu_carry_tensor_core_utilization() {
     assert!(r["gpu_tensorcore_utilization"].is_null());
     assert!(r["gpu_tensorcore_utilization_reason"].is_string());
 }
+
+#[test]
+fn pod_viewer_numbers_cores_of_combined_hosts_like_xprof() {
+    let host = |name: &str| {
+        XSpaceBuilder::new().hostname(name).plane("/host:CPU", |p| {
+            p.line_with_id(1, "python", |l| {
+                l.event("train", 0, 1_000_000)
+                    .stat("_r", 1i64)
+                    .stat("step_num", 0i64)
+                    .event("matmul", 100_000, 400_000)
+                    .event("train", 2_000_000, 1_000_000)
+                    .stat("_r", 1i64)
+                    .stat("step_num", 1i64)
+                    .event("matmul", 2_100_000, 600_000)
+            })
+        })
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (
+        dir.path().join("a.xplane.pb"),
+        dir.path().join("b.xplane.pb"),
+    );
+    host("host-a").write(&a).unwrap();
+    host("host-b").write(&b).unwrap();
+    let r = xprof_views::load::load_hosts(&[("a".into(), a), ("b".into(), b)], &[]).unwrap();
+    let s = r.op_stats().unwrap();
+    let pv = xprof_views::pod::pod_viewer(&s, &r.core_details());
+    let steps = pv["podStatsSequence"]["podStatsMap"].as_array().unwrap();
+    assert_eq!(steps.len(), 2);
+    let cores = steps[0]["podStatsPerCore"].as_object().unwrap();
+    // Host index × 1000 + XProf's host-step core id 1.
+    assert_eq!(cores.keys().collect::<Vec<_>>(), ["1", "1001"]);
+    assert_eq!(cores["1"]["hostName"], json!("host-a"));
+    assert_eq!(cores["1001"]["hostName"], json!("host-b"));
+    // Step 0: 1 µs, of which 0.4 µs host compute and the rest unaccounted ("All others").
+    let c = &cores["1"];
+    assert_eq!(c["totalDurationUs"], json!(1.0));
+    assert_eq!(c["stepBreakdownUs"]["4"], json!(0.4));
+    assert_eq!(c["stepBreakdownUs"]["9"], json!(0.6));
+    assert_eq!(c["bottleneck"], json!("All others"));
+}
