@@ -4,7 +4,8 @@
 //!
 //! Rules (XProf's extraction): program id = the metadata's `program_id` stat, else its id; the
 //! display name is `<module name>(<program id>)`; entries are deduplicated by program id, then
-//! by display name, the first (by metadata key) winning; a module without a name is skipped.
+//! by display name, the first (by metadata key) winning; a module without a name (or named
+//! `NO_MODULE`) is skipped.
 
 use crate::{XSpace, names};
 use prost::Message;
@@ -65,7 +66,9 @@ pub fn embedded_hlo_modules(space: &XSpace) -> Vec<EmbeddedModule<'_>> {
             let Some(bytes) = m.stat(names::stat::HLO_PROTO).and_then(|s| s.bytes()) else {
                 continue;
             };
-            let Some(name) = hlo_module_name(bytes).filter(|n| !n.is_empty()) else {
+            // `NO_MODULE` is XProf's placeholder for "no HLO", never a module.
+            let Some(name) = hlo_module_name(bytes).filter(|n| !n.is_empty() && n != "NO_MODULE")
+            else {
                 continue;
             };
             let program_id = m

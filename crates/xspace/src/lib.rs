@@ -1399,4 +1399,16 @@ fn stats_in<'a>(plane: Plane<'a>, msg: Span, number: u32) -> impl Iterator<Item 
 }
 
 #[cfg(test)]
-mod tests;
+mod tests {
+    /// Engines share one XSpace across rayon workers and hold events across threads.
+    #[test]
+    fn views_are_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<super::XSpace>();
+        check::<super::Plane<'_>>();
+        check::<super::Line<'_>>();
+        check::<super::Event<'_>>();
+        check::<super::Stat<'_>>();
+        check::<super::EventMetadata<'_>>();
+    }
+}
