@@ -139,9 +139,13 @@ pub fn plane_from_proto(p: &XPlane) -> Plane {
     }
 }
 
-/// The HLO facts the views need from one module.
+/// The HLO facts the views need from one module; each instruction's text is printed as XLA
+/// does (the `long_name` XProf shows for ops the trace does not describe).
 pub fn module_info(program_id: u64, hlo: &HloProto) -> Option<HloModuleInfo> {
+    use xprof_hlo::print::{ModuleView, PrintOptions};
     let m = hlo.hlo_module.as_ref()?;
+    let view = ModuleView::new(m);
+    let opts = PrintOptions::long();
     let mut instructions = HashMap::new();
     let mut is_training = false;
     for c in &m.computations {
@@ -159,7 +163,7 @@ pub fn module_info(program_id: u64, hlo: &HloProto) -> Option<HloModuleInfo> {
                     op_name: md.op_name,
                     source_file: md.source_file,
                     source_line: md.source_line,
-                    expression: String::new(),
+                    expression: view.instruction_text(i, &opts),
                 },
             );
         }
@@ -370,13 +374,14 @@ pub fn host_space_from_reader(
         .filter(|p| p.name() != "/host:metadata")
         .collect();
     let planes: Vec<Plane> = planes.into_par_iter().map(plane_from_reader).collect();
+    let embedded = xprof_xspace::hlo::embedded_hlo_modules(space);
+    let infos: Vec<HloModuleInfo> = embedded
+        .par_iter()
+        .filter_map(|m| module_info(m.program_id, &m.decode().ok()?))
+        .collect();
     let mut modules = HashMap::new();
-    for m in xprof_xspace::hlo::embedded_hlo_modules(space) {
-        if let Ok(hlo) = m.decode()
-            && let Some(info) = module_info(m.program_id, &hlo)
-        {
-            modules.entry(info.program_id).or_insert(info);
-        }
+    for info in infos {
+        modules.entry(info.program_id).or_insert(info);
     }
     for m in extra_modules {
         modules.entry(m.program_id).or_insert(m);

@@ -67,23 +67,44 @@ pub fn program_id_from_file_name(path: &Path) -> Option<u64> {
     name[open + 1..].strip_suffix(')')?.parse().ok()
 }
 
-/// HLO modules from `*.hlo_proto.pb` files; unreadable ones are reported as warnings.
-pub fn read_hlo_files(files: &[PathBuf]) -> (Vec<HloModuleInfo>, Vec<String>) {
+/// HLO modules from `*.hlo_proto.pb` files (decoded in parallel) except the programs in
+/// `skip`; unreadable ones are reported as warnings.
+pub fn read_hlo_files_except(
+    files: &[PathBuf],
+    skip: &std::collections::HashSet<u64>,
+) -> (Vec<HloModuleInfo>, Vec<String>) {
+    use rayon::prelude::*;
+    let results: Vec<Result<HloModuleInfo, String>> = files
+        .par_iter()
+        .filter_map(|f| {
+            let pid = program_id_from_file_name(f)?;
+            if skip.contains(&pid) {
+                return None;
+            }
+            let r = std::fs::read(f)
+                .map_err(|e| e.to_string())
+                .and_then(|b| xprof_proto::decode_hlo_proto(&b).map_err(|e| e.to_string()))
+                .map_err(|e| format!("skipped {}: {e}", f.display()));
+            Some(r.and_then(|h| {
+                module_info(pid, &h)
+                    .ok_or_else(|| format!("skipped {}: no hlo_module", f.display()))
+            }))
+        })
+        .collect();
     let mut out = Vec::new();
     let mut warnings = Vec::new();
-    for f in files {
-        let Some(pid) = program_id_from_file_name(f) else {
-            continue;
-        };
-        match std::fs::read(f)
-            .map_err(|e| e.to_string())
-            .and_then(|b| xprof_proto::decode_hlo_proto(&b).map_err(|e| e.to_string()))
-        {
-            Ok(h) => out.extend(module_info(pid, &h)),
-            Err(e) => warnings.push(format!("skipped {}: {e}", f.display())),
+    for r in results {
+        match r {
+            Ok(m) => out.push(m),
+            Err(w) => warnings.push(w),
         }
     }
     (out, warnings)
+}
+
+/// HLO modules from `*.hlo_proto.pb` files; unreadable ones are reported as warnings.
+pub fn read_hlo_files(files: &[PathBuf]) -> (Vec<HloModuleInfo>, Vec<String>) {
+    read_hlo_files_except(files, &Default::default())
 }
 
 /// One host's model from its XSpace file (lazy, zero-copy reader) and the run's HLO files.
@@ -99,7 +120,12 @@ pub fn load_host(
         });
     }
     let space = xprof_xspace::XSpace::open(xspace)?;
-    let (modules, mut warnings) = read_hlo_files(hlo_files);
+    // The capture usually embeds the same programs the run's files hold: decode each once.
+    let embedded: std::collections::HashSet<u64> = xprof_xspace::hlo::embedded_hlo_modules(&space)
+        .iter()
+        .map(|m| m.program_id)
+        .collect();
+    let (modules, mut warnings) = read_hlo_files_except(hlo_files, &embedded);
     if !space.is_complete() {
         warnings.extend(space.diagnostics().iter().cloned());
     }

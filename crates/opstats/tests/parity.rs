@@ -478,6 +478,15 @@ fn local_matmul_matches_xprof_and_shows_host_executed_ops() {
             .is_some_and(|x| x.contains("host"))
     );
     assert_eq!(r["core_type"], "Host");
+    // The expression is the instruction as XLA prints it, from the embedded HLO.
+    assert!(
+        r["hlo_op_expression"]
+            .as_str()
+            .unwrap()
+            .starts_with("%ynn_fusion = f32["),
+        "{}",
+        r["hlo_op_expression"]
+    );
     assert_eq!(r["total_time_ps"], op.time_ps);
 }
 
