@@ -398,7 +398,12 @@ fn literal_values(lit: &LiteralProto, shape: &ShapeProto) -> Option<Vec<String>>
         .iter()
         .map(|&d| d.max(0) as usize)
         .collect();
-    let n: usize = dims.iter().product();
+    // A malformed shape must not make us allocate (or overflow) before the literal's own
+    // element count says it cannot be printed.
+    let n = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d))?;
+    if n > 1 << 26 {
+        return None;
+    }
     let m2m: Vec<usize> = shape
         .layout
         .as_ref()
@@ -1129,8 +1134,11 @@ impl<'p> ModuleView<'p> {
         let Some(shape) = ins.shape.as_ref() else {
             return "{...}".into();
         };
-        let elements: i64 = shape.dimensions.iter().product();
-        let small = is_array(shape) && elements <= 10;
+        let elements = shape
+            .dimensions
+            .iter()
+            .try_fold(1i64, |a, &d| a.checked_mul(d.max(0)));
+        let small = is_array(shape) && elements.is_some_and(|e| e <= 10);
         if !(small || opts.style == Style::Long) || !is_array(shape) {
             return "{...}".into();
         }

@@ -88,10 +88,13 @@ pub fn metadata_value(md: &str, field: &str) -> Option<String> {
         i += 1;
         let (val, next) = if i < b.len() && b[i] == b'"' {
             let end = skip_string(b, i);
-            (
-                unescape(&inner[i + 1..end.saturating_sub(1).max(i + 1)]),
-                end,
-            )
+            // An unterminated string runs to the end of the block.
+            let close = if end > i + 1 && b.get(end - 1) == Some(&b'"') {
+                end - 1
+            } else {
+                end
+            };
+            (unescape(inner.get(i + 1..close).unwrap_or_default()), end)
         } else {
             let s = i;
             while i < b.len() && b[i] != b' ' {
@@ -556,6 +559,30 @@ mod tests {
         assert_eq!(e.instructions[3].called_computations, vec!["f"]);
         assert_eq!(e.instructions[3].control_predecessors, vec!["c"]);
         assert!(e.instructions[3].operands == vec!["a"]);
+    }
+
+    #[test]
+    fn hostile_input_never_panics() {
+        let cases = [
+            "HloModule m\nENTRY e {\n  a = f32[] parameter(0), metadata={op_name=\"\u{e9}\u{e9}}\n}\n",
+            "HloModule m\nENTRY e {\n  a = f32[] parameter(0), metadata={op_name=\"x}\n}\n",
+            "HloModule m\nENTRY e {\n  \u{e9} = f32[] parameter(0)\n}\n",
+            "HloModule m\nENTRY e {\n  a = ((((((f32[] tuple()\n}\n",
+            "HloModule m\nENTRY e {\n  a = f32[]{ add(b)\n}\n",
+            "HloModule m\nENTRY e {\n  ROOT\n}\n",
+            "}\n{\n",
+            "",
+            "ENTRY %e (p: f32[]) -> f32[] {\n  %p = f32[] parameter(0)\n  ROOT %n = f32[] negate(/*index=0*/%p), x=\"\u{1F600}\n}\n",
+        ];
+        for c in cases {
+            if let Ok(m) = parse(c, "x") {
+                for comp in &m.computations {
+                    for i in &comp.instructions {
+                        let _ = i.metadata_field("op_name");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -341,4 +341,49 @@ mod tests {
             (Some(1), Some(true))
         );
     }
+
+    /// Damaged inputs are invalid values naming the file, never panics.
+    #[test]
+    fn damaged_captures_name_the_file() {
+        let root = xprof_plugin_api::sdk::testing::workspace_root(env!("CARGO_MANIFEST_DIR"));
+        let src = root.join("fixtures/jax-cpu/logdir/plugins/profile/matmul/host0.xplane.pb");
+        let tmp = std::env::temp_dir().join(format!("xprof-hlo-damaged-{}", std::process::id()));
+        let run = tmp.join("plugins/profile/r1");
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::copy(&src, run.join("host0.xplane.pb")).unwrap();
+        std::fs::write(
+            run.join("bad(1).hlo_proto.pb"),
+            b"\xff\xff\xff\xff not a proto",
+        )
+        .unwrap();
+        let path = run.display().to_string();
+        let e = call(
+            "get_hlo_module_content",
+            json!({"path": path, "module_name": "bad(1)"}),
+        )
+        .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidValue);
+        assert!(e.message.contains("bad(1).hlo_proto.pb"), "{}", e.message);
+        assert!(e.hint.is_some());
+        // The listing itself still works (files are not decoded to be listed).
+        let r = call("list_hlo_modules", json!({"path": path})).unwrap();
+        assert!(
+            r["modules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m == "bad(1)")
+        );
+        // --output_path inside the run directory is refused.
+        let e = call("get_hlo_text", json!({"path": path, "module_name": "jit_matmul(0)", "output_path": run.join("x.hlo").display().to_string()})).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidValue);
+        // A truncated XSpace.
+        let bytes = std::fs::read(&src).unwrap();
+        std::fs::write(run.join("host0.xplane.pb"), &bytes[..bytes.len() / 2]).unwrap();
+        std::fs::remove_file(run.join("bad(1).hlo_proto.pb")).unwrap();
+        let e = call("list_hlo_modules", json!({"path": path})).unwrap_err();
+        std::fs::remove_dir_all(&tmp).unwrap();
+        assert_eq!(e.kind, ErrorKind::InvalidValue, "{}", e.message);
+        assert!(e.message.contains("host0.xplane.pb"), "{}", e.message);
+    }
 }

@@ -80,6 +80,17 @@ impl Tool for GetHloText {
         };
         let mut saved = None;
         if let Some(p) = out_path {
+            // Nothing is ever written into a run directory (XProf's caches live elsewhere).
+            let abs = std::path::absolute(&p).unwrap_or_else(|_| p.clone().into());
+            let run =
+                std::path::absolute(&lm.session.dir).unwrap_or_else(|_| lm.session.dir.clone());
+            if abs.parent().is_some_and(|d| d.starts_with(&run)) {
+                return Err(ToolError::invalid(format!(
+                    "--output_path {p} is inside the run directory {}",
+                    run.display()
+                ))
+                .with_hint("write the text somewhere else (e.g. /tmp/module.hlo); run directories are never modified"));
+            }
             std::fs::write(&p, &text).map_err(|e| {
                 ToolError::path(format!("cannot write {p}: {e}"))
                     .with_hint("pass a writable --output_path (a file, not a directory)")
