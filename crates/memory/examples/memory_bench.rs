@@ -1,5 +1,5 @@
 //! In-process timing of the memory views against `get_overview`'s work on the same capture:
-//! `cargo run --release -p xprof-memory --example bench_views -- <run dir or .xplane.pb> [runs]`.
+//! `cargo run --release -p xprof-memory --example memory_bench -- <run dir or .xplane.pb> [runs]`.
 //! Prints the median wall time of each view (the same library calls the tools make).
 
 use std::path::{Path, PathBuf};
@@ -28,7 +28,7 @@ fn time(runs: usize, mut f: impl FnMut()) -> Duration {
 fn main() {
     let arg = std::env::args()
         .nth(1)
-        .expect("usage: bench_views <run dir | .xplane.pb> [runs]");
+        .expect("usage: memory_bench <run dir | .xplane.pb> [runs]");
     let runs: usize = std::env::args()
         .nth(2)
         .map_or(5, |r| r.parse().expect("runs"));
