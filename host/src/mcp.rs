@@ -425,35 +425,13 @@ impl XprofMcp {
         roots
     }
 
-    /// Every path argument (and every path default taken from the environment) must lie
-    /// inside a root once symlinks and `..` are resolved.
-    async fn check_paths(
+    /// Each named path must lie inside a root once symlinks and `..` are resolved; the first
+    /// one that does not is the error. Client roots are asked for only when needed.
+    async fn check_inside(
         &self,
-        t: &ToolEntry,
-        args: &Map<String, Value>,
+        paths: Vec<(String, String)>,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<(), ToolError> {
-        let mut paths: Vec<(String, String)> = Vec::new();
-        for (k, s) in t.properties() {
-            if s["format"].as_str() != Some("path") {
-                continue;
-            }
-            match args.get(&k).and_then(Value::as_str) {
-                Some(v) if !v.is_empty() => paths.push((k.clone(), v.to_string())),
-                Some(_) => {}
-                None => {
-                    if let Some(var) = s["x-env"].as_str()
-                        && let Ok(v) = std::env::var(var)
-                        && !v.is_empty()
-                    {
-                        paths.push((format!("{k} (default ${var})"), v));
-                    }
-                }
-            }
-        }
-        if paths.is_empty() {
-            return Ok(());
-        }
         let inside = |p: &Path, roots: &[PathBuf]| roots.iter().any(|r| p.starts_with(r));
         let mut client: Option<Vec<PathBuf>> = None;
         for (name, v) in paths {
@@ -475,7 +453,7 @@ impl XprofMcp {
                 .map(|r| r.display().to_string())
                 .collect();
             return Err(ToolError::path(format!(
-                "argument `{name}`: {v} (resolved: {}) is outside the MCP server's roots [{}]",
+                "{name}: {v} (resolved: {}) is outside the MCP server's roots [{}]",
                 p.display(),
                 roots.join(", ")
             ))
@@ -484,6 +462,41 @@ impl XprofMcp {
             ));
         }
         Ok(())
+    }
+
+    /// Before the call: every path argument the client gave.
+    async fn check_args(
+        &self,
+        t: &ToolEntry,
+        args: &Map<String, Value>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<(), ToolError> {
+        let paths: Vec<(String, String)> = t
+            .properties()
+            .iter()
+            .filter(|(_, s)| s["format"].as_str() == Some("path"))
+            .filter_map(|(k, _)| {
+                let v = args.get(k)?.as_str().filter(|v| !v.is_empty())?;
+                Some((format!("argument `{k}`"), v.to_string()))
+            })
+            .collect();
+        self.check_inside(paths, ctx).await
+    }
+
+    /// After the call: every file and directory the tool read (the envelope's `inputs`). This
+    /// also covers paths the tool took from the environment (`$XPROF_LOGDIR`) or found by
+    /// listing a directory, which no argument names.
+    async fn check_inputs(
+        &self,
+        inputs: &[Value],
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<(), ToolError> {
+        let paths = inputs
+            .iter()
+            .filter_map(|i| i["path"].as_str())
+            .map(|p| ("the tool read".to_string(), p.to_string()))
+            .collect();
+        self.check_inside(paths, ctx).await
     }
 }
 
@@ -533,7 +546,7 @@ impl ServerHandler for XprofMcp {
         };
         let args = validate(t, &req.arguments.unwrap_or_default())
             .map_err(|m| McpError::invalid_params(m, Some(json!({"tool": t.name}))))?;
-        if let Err(e) = self.check_paths(t, &args, &ctx).await {
+        if let Err(e) = self.check_args(t, &args, &ctx).await {
             return Ok(Self::error_result(&t.name, &e));
         }
         let shared = self.shared.clone();
@@ -548,6 +561,9 @@ impl ServerHandler for XprofMcp {
         .await;
         Ok(match joined {
             Ok(Ok(env)) => {
+                if let Err(e) = self.check_inputs(&env.inputs, &ctx).await {
+                    return Ok(Self::error_result(&t.name, &e));
+                }
                 // Over 10 MB the result goes to a file, as on the CLI: no client or model wants
                 // that much inline, and the envelope says where it is.
                 let big = env.result.to_string().len() > crate::output::SPILL_BYTES;

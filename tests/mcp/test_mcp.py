@@ -256,6 +256,26 @@ def test_stdio_client_roots_extend_the_configured_ones(xprof_bin, plugin_dir, ca
     asyncio.run(go())
 
 
+def test_stdio_environment_defaults_outside_the_roots_are_refused(xprof_bin, plugin_dir, cache_dir, ctx):
+    """$XPROF_LOGDIR outside the --root: explicit paths inside still work, the default does not."""
+    async def go():
+        params = stdio_params(xprof_bin, plugin_dir, cache_dir, "--root", str(ctx["root"]))
+        params.env["XPROF_LOGDIR"] = str(ctx["outside"] / "logdir")
+        with open(os.devnull, "w") as devnull:
+            async with stdio_client(params, errlog=devnull) as (r, w):
+                async with ClientSession(r, w) as session:
+                    await session.initialize()
+                    res = await session.call_tool("get_hosts", {"path": str(ctx["logdir"])})
+                    assert not res.isError, res.content
+                    res = await session.call_tool("get_hosts", {})
+                    assert res.isError
+                    err = json.loads(res.content[0].text)["error"]
+                    assert err["kind"] == "path", err
+                    assert "outside the MCP server's roots" in err["message"], err
+
+    asyncio.run(go())
+
+
 def test_stdio_stdout_carries_only_json_rpc(xprof_bin, plugin_dir, cache_dir, ctx):
     """Raw exchange: every stdout line is a JSON-RPC message; logs go to stderr."""
     msgs = [
