@@ -1361,6 +1361,7 @@ impl<'a> Stat<'a> {
     }
 }
 
+#[inline]
 fn decode_stat<'a>(plane: Plane<'a>, (s, e): Span) -> Stat<'a> {
     let buf: &'a [u8] = &plane.space.buf;
     let mut st = Stat {
@@ -1368,34 +1369,72 @@ fn decode_stat<'a>(plane: Plane<'a>, (s, e): Span) -> Stat<'a> {
         metadata_id: 0,
         value: StatValue::None,
     };
-    for f in Fields::new(buf, s, e).flatten() {
-        use wire::Value as V;
-        match (f.number, f.value) {
-            (1, V::Varint(v)) => st.metadata_id = i(v),
-            (2, V::Fixed64(v)) => st.value = StatValue::Double(f64::from_bits(v)),
-            (3, V::Varint(v)) => st.value = StatValue::Uint(v),
-            (4, V::Varint(v)) => st.value = StatValue::Int(i(v)),
-            (5, V::Len(a, b)) => {
-                st.value = StatValue::Str(std::str::from_utf8(&buf[a..b]).unwrap_or(""))
+    // The span was validated at open: read one-byte tags directly.
+    let mut p = s;
+    while p < e {
+        let tag = buf[p];
+        p += 1;
+        match tag {
+            0x08 => st.metadata_id = i(wire::read_varint_trusted(buf, &mut p)),
+            0x11 => {
+                let v = u64::from_le_bytes(buf[p..p + 8].try_into().unwrap());
+                st.value = StatValue::Double(f64::from_bits(v));
+                p += 8;
             }
-            (6, V::Len(a, b)) => st.value = StatValue::Bytes(&buf[a..b]),
-            (7, V::Varint(v)) => st.value = StatValue::Ref(v),
-            (8, V::Len(a, b)) => st.value = StatValue::CompressedStr(&buf[a..b]),
-            _ => {}
+            0x18 => st.value = StatValue::Uint(wire::read_varint_trusted(buf, &mut p)),
+            0x20 => st.value = StatValue::Int(i(wire::read_varint_trusted(buf, &mut p))),
+            0x38 => st.value = StatValue::Ref(wire::read_varint_trusted(buf, &mut p)),
+            0x2a | 0x32 | 0x42 => {
+                let len = wire::read_varint_trusted(buf, &mut p) as usize;
+                let b = &buf[p..p + len];
+                p += len;
+                st.value = match tag {
+                    0x2a => StatValue::Str(std::str::from_utf8(b).unwrap_or("")),
+                    0x32 => StatValue::Bytes(b),
+                    _ => StatValue::CompressedStr(b),
+                };
+            }
+            _ => p = wire::skip_trusted(buf, p - 1, e),
         }
     }
     st
 }
 
-/// The stats (field `number`) of the message at `msg`.
+/// Iterator over the stats (length-delimited field with one-byte `tag`) of a validated message.
+struct StatsIn<'a> {
+    plane: Plane<'a>,
+    pos: usize,
+    end: usize,
+    tag: u8,
+}
+
+impl<'a> Iterator for StatsIn<'a> {
+    type Item = Stat<'a>;
+    #[inline]
+    fn next(&mut self) -> Option<Stat<'a>> {
+        let buf: &'a [u8] = &self.plane.space.buf;
+        while self.pos < self.end {
+            let p = self.pos;
+            if buf[p] == self.tag {
+                let mut q = p + 1;
+                let len = wire::read_varint_trusted(buf, &mut q) as usize;
+                self.pos = q + len;
+                return Some(decode_stat(self.plane, (q, q + len)));
+            }
+            self.pos = wire::skip_trusted(buf, p, self.end);
+        }
+        None
+    }
+}
+
+/// The stats (field `number`, < 16) of the validated message at `msg`.
 fn stats_in<'a>(plane: Plane<'a>, msg: Span, number: u32) -> impl Iterator<Item = Stat<'a>> + 'a {
-    let buf: &'a [u8] = &plane.space.buf;
-    Fields::new(buf, msg.0, msg.1)
-        .flatten()
-        .filter_map(move |f: Field| match f.value {
-            wire::Value::Len(s, e) if f.number == number => Some(decode_stat(plane, (s, e))),
-            _ => None,
-        })
+    StatsIn {
+        plane,
+        pos: msg.0,
+        end: msg.1,
+        tag: ((number << 3) | 2) as u8,
+    }
 }
 
 #[cfg(test)]

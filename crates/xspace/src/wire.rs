@@ -441,6 +441,27 @@ pub fn read_varint_trusted(buf: &[u8], pos: &mut usize) -> u64 {
     result
 }
 
+/// Skip the field whose tag is at `p` in an already-validated message, returning the position
+/// after it (`end` if it cannot be framed, which validation rules out).
+#[inline(always)]
+pub fn skip_trusted(buf: &[u8], p: usize, end: usize) -> usize {
+    let mut q = p;
+    let key = read_varint_trusted(buf, &mut q);
+    match key & 7 {
+        0 => {
+            read_varint_trusted(buf, &mut q);
+            q
+        }
+        1 => q + 8,
+        2 => {
+            let len = read_varint_trusted(buf, &mut q) as usize;
+            q + len
+        }
+        5 => q + 4,
+        _ => Fields::field_at(buf, p, end).map_or(end, |(_, next)| next),
+    }
+}
+
 /// Iterate a `repeated int64` field value, packed (`Len`) or not (`Varint`), calling `f`.
 pub fn for_each_packed_varint(
     buf: &[u8],
@@ -464,12 +485,13 @@ pub fn for_each_packed_varint(
     }
 }
 
-/// Count tags and varints only: the floor of any decoder (what a single pass over the bytes
-/// costs). Descends into the fields of `XSpace`→`XPlane`→`XLine`→`XEvent`→`XStat` that are
-/// messages, so every byte of the event data is visited once.
+/// Count tags and varints only: the floor of any decoder (what a single-threaded pass over
+/// the bytes costs). Descends into the fields of `XSpace`→`XPlane`→`XLine`→`XEvent`→`XStat`
+/// that are messages, so every byte of the event data is visited once; checks framing only.
 pub fn scan_floor(buf: &[u8]) -> WireResult<u64> {
-    // (message kind) → which field numbers are sub-messages.
-    fn sub(kind: u8, number: u32) -> Option<u8> {
+    // (message kind, field number) → the kind of the sub-message, if descended into.
+    #[inline(always)]
+    fn sub(kind: u8, number: u64) -> Option<u8> {
         match (kind, number) {
             (0, 1) => Some(1),          // XSpace.planes → XPlane
             (1, 3) => Some(2),          // XPlane.lines → XLine
@@ -479,23 +501,45 @@ pub fn scan_floor(buf: &[u8]) -> WireResult<u64> {
         }
     }
     let mut count = 0u64;
-    let mut stack: Vec<(u8, Fields<'_>)> = vec![(0, Fields::new(buf, 0, buf.len()))];
-    while let Some((kind, fields)) = stack.last_mut() {
-        let kind = *kind;
-        match fields.next() {
-            None => {
-                stack.pop();
+    // (kind, end, resume position) of the enclosing messages.
+    let mut stack: Vec<(u8, usize, usize)> = Vec::with_capacity(8);
+    let (mut kind, mut end, mut p) = (0u8, buf.len(), 0usize);
+    loop {
+        if p >= end {
+            match stack.pop() {
+                Some((k, e, resume)) => (kind, end, p) = (k, e, resume),
+                None => return Ok(count),
             }
-            Some(r) => {
-                let f = r?;
-                count += 1;
-                if let (Value::Len(s, e), Some(k)) = (f.value, sub(kind, f.number)) {
-                    stack.push((k, Fields::new(buf, s, e)));
+            continue;
+        }
+        let at = p;
+        let key = read_varint(buf, &mut p, end)?;
+        count += 1;
+        match key & 7 {
+            0 => drop(read_varint(buf, &mut p, end)?),
+            1 | 5 => {
+                let w = if key & 7 == 1 { 8 } else { 4 };
+                if end - p < w {
+                    return err(p, WireErrorKind::Truncated);
+                }
+                p += w;
+            }
+            2 => {
+                let len_at = p;
+                let len = read_varint(buf, &mut p, end)?;
+                if len > (end - p) as u64 {
+                    return err(len_at, WireErrorKind::Truncated);
+                }
+                let s = p;
+                p += len as usize;
+                if let Some(k) = sub(kind, key >> 3) {
+                    stack.push((kind, end, p));
+                    (kind, end, p) = (k, s + len as usize, s);
                 }
             }
+            _ => p = Fields::field_at(buf, at, end)?.1,
         }
     }
-    Ok(count)
 }
 
 #[cfg(test)]

@@ -206,3 +206,27 @@ fn every_metadata_id_shifted_to_64_bits_still_reads() {
     assert!(ev.metadata_stat("hlo_category").is_some());
     assert_ne!(ev.device_timespan(), ev.timespan());
 }
+
+#[test]
+fn the_floor_scan_frames_every_capture() {
+    let Some(corpus) = common::corpus() else {
+        return;
+    };
+    for f in common::captures_under(&corpus.join("fixtures")) {
+        let bytes = std::fs::read(&f).unwrap();
+        let space = XSpace::from_bytes(bytes.clone()).unwrap();
+        let fields = xprof_xspace::wire::scan_floor(&bytes).unwrap();
+        // At least one tag per event, plane and line.
+        assert!(
+            fields as usize >= space.num_events() + space.planes().len(),
+            "{}",
+            f.display()
+        );
+        let cut = &bytes[..bytes.len() - 1];
+        assert!(
+            xprof_xspace::wire::scan_floor(cut).is_err(),
+            "{}",
+            f.display()
+        );
+    }
+}
