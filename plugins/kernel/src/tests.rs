@@ -831,6 +831,10 @@ fn row02_list_kernel_invocations() {
     assert!(70.0 < mean && mean < 82.0);
     assert_eq!(k[0]["mean_us"], json!(75.754));
     assert_eq!(k[0]["p50_us"], json!(75.785));
+    assert_eq!(
+        k[0]["hlo_confirmation"]["custom_call_target"],
+        "tpu_custom_call"
+    );
 }
 
 #[test]

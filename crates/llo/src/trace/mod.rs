@@ -499,3 +499,64 @@ mod tests {
         assert_eq!(k["bundle_address_range"], "0x1ee-0xca3");
     }
 }
+
+/// Per HLO proto file: its custom calls, or why it could not be read.
+pub type HloCustomCalls = (String, Result<BTreeMap<String, String>, String>);
+
+/// Custom calls of an `HloProto` (`*.hlo_proto.pb`): instruction name → custom_call_target.
+/// Used to confirm that an op detected by instrumentation overlap really is a kernel.
+pub fn hlo_custom_calls(bytes: &[u8]) -> Result<BTreeMap<String, String>, String> {
+    use prost::Message;
+    let p =
+        xprof_proto::xla::HloProto::decode(bytes).map_err(|e| format!("not an HloProto: {e}"))?;
+    let mut out = BTreeMap::new();
+    for c in p.hlo_module.iter().flat_map(|m| m.computations.iter()) {
+        for i in &c.instructions {
+            if i.opcode == "custom-call" {
+                out.insert(i.name.clone(), i.custom_call_target.clone());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Attach `hlo_confirmation` to each kernel of a `list_kernel_invocations` result from the
+/// run's HLO protos (`(file name, custom calls)`); `null` with the reason when none says.
+pub fn confirm_with_hlo(result: &mut Map<String, Value>, protos: &[HloCustomCalls]) {
+    for v in result.values_mut() {
+        let Some(kernels) = v.as_array_mut() else {
+            continue;
+        };
+        for k in kernels {
+            let name = k["kernel"].as_str().unwrap_or("").to_string();
+            let mut found = Value::Null;
+            for (file, calls) in protos {
+                if let Ok(c) = calls
+                    && let Some(t) = c.get(&name)
+                {
+                    found = json!({"opcode": "custom-call", "custom_call_target": t, "hlo_proto": file});
+                    break;
+                }
+            }
+            let reason = if !found.is_null() {
+                Value::Null
+            } else if protos.is_empty() {
+                json!("no .hlo_proto.pb in the run directory")
+            } else {
+                let errs: Vec<String> = protos
+                    .iter()
+                    .filter_map(|(f, c)| c.as_ref().err().map(|e| format!("{f}: {e}")))
+                    .collect();
+                json!(if errs.is_empty() {
+                    "no custom-call instruction of this name in the run's HLO protos".to_string()
+                } else {
+                    errs.join("; ")
+                })
+            };
+            k["hlo_confirmation"] = found;
+            if !reason.is_null() {
+                k["hlo_confirmation_reason"] = reason;
+            }
+        }
+    }
+}

@@ -41,7 +41,24 @@ pub struct WallLeaf {
     pub key: String,
 }
 
-/// Numeric leaves whose key looks like a wall p50, in document order.
+/// Keys whose prefix names a baseline or a reference measurement, not the candidate's.
+fn is_reference_key(k: &str) -> bool {
+    let l = k.to_ascii_lowercase();
+    [
+        "baseline_",
+        "base_",
+        "ref_",
+        "reference_",
+        "prev_",
+        "previous_",
+        "old_",
+    ]
+    .iter()
+    .any(|p| l.starts_with(p))
+}
+
+/// Numeric leaves whose key looks like a wall p50, in document order (reference-prefixed
+/// keys such as `baseline_p50_ms` excluded).
 pub fn wall_leaves(v: &Value, path: &str, out: &mut Vec<WallLeaf>) {
     match v {
         Value::Object(m) => {
@@ -51,7 +68,9 @@ pub fn wall_leaves(v: &Value, path: &str, out: &mut Vec<WallLeaf>) {
                 } else {
                     format!("{path}.{k}")
                 };
-                if let (Some(n), true) = (x.as_f64(), WALL_KEY_RE.is_match(k)) {
+                if let (Some(n), true) =
+                    (x.as_f64(), WALL_KEY_RE.is_match(k) && !is_reference_key(k))
+                {
                     let (scale, unit) = if k.ends_with("_us") {
                         (1e-3, true)
                     } else if k.ends_with("_ns") {
@@ -149,6 +168,21 @@ pub struct WallInputs<'a> {
     pub measure: Option<(String, Value)>,
     pub baseline_run: Option<(&'a str, Option<f64>)>,
     pub floor_ms: f64,
+    /// A JSON pointer (`/results/0/p50_us`) naming the wall value explicitly.
+    pub wall_key: Option<String>,
+    /// The unit of unitless keys (`ms`, `us`, `ns`, `s`); without it they are not used.
+    pub wall_unit: Option<String>,
+}
+
+/// Milliseconds per unit name.
+pub fn unit_scale(u: &str) -> Option<f64> {
+    match u {
+        "ms" => Some(1.0),
+        "us" => Some(1e-3),
+        "ns" => Some(1e-6),
+        "s" => Some(1e3),
+        _ => None,
+    }
 }
 
 pub fn report(inp: WallInputs<'_>) -> Value {
@@ -184,31 +218,84 @@ pub fn report(inp: WallInputs<'_>) -> Value {
         baselines.extend(pop_baselines(&mut doc));
         let mut leaves = Vec::new();
         wall_leaves(&doc, "", &mut leaves);
-        if let Some(first) = leaves.first() {
+        let unit_scale_arg = inp.wall_unit.as_deref().and_then(unit_scale);
+        // A key without a unit is used only when the caller says what unit it is in.
+        let (mut usable, unitless): (Vec<WallLeaf>, Vec<WallLeaf>) =
+            leaves.into_iter().partition(|l| l.unit_explicit);
+        if let Some(sc) = unit_scale_arg {
+            usable.extend(unitless.iter().cloned().map(|l| WallLeaf {
+                ms: l.ms * sc,
+                unit_explicit: true,
+                ..l
+            }));
+        } else if !unitless.is_empty() {
+            r.insert(
+                "wall_unitless_keys".into(),
+                json!({
+                    "keys": unitless.iter().map(|l| l.path.clone()).collect::<Vec<_>>(),
+                    "note": "keys without a _ms/_us/_ns unit are not read as a wall time; pass --wall_unit (ms, us, ns, s) to use them",
+                }),
+            );
+        }
+        if let Some(ptr) = inp.wall_key.as_deref() {
+            // An explicit JSON pointer wins over the key search.
+            let last = ptr.rsplit('/').next().unwrap_or("");
+            let scale = if last.ends_with("_us") {
+                Some(1e-3)
+            } else if last.ends_with("_ns") {
+                Some(1e-6)
+            } else if last.ends_with("_ms") {
+                Some(1.0)
+            } else {
+                unit_scale_arg
+            };
+            match (doc.pointer(ptr).and_then(Value::as_f64), scale) {
+                (Some(v), Some(sc)) => {
+                    usable = vec![WallLeaf {
+                        path: ptr.to_string(),
+                        ms: v * sc,
+                        unit_explicit: true,
+                        key: last.to_string(),
+                    }];
+                }
+                (Some(_), None) => {
+                    r.insert(
+                        "wall_note".into(),
+                        json!(format!(
+                            "--wall_key {ptr} names a key without a unit; pass --wall_unit"
+                        )),
+                    );
+                    usable.clear();
+                }
+                (None, _) => {
+                    r.insert(
+                        "wall_note".into(),
+                        json!(format!("--wall_key {ptr} names no number in '{file}'")),
+                    );
+                    usable.clear();
+                }
+            }
+        }
+        if let Some(first) = usable.first() {
             r.insert(
                 "wall_source".into(),
                 json!({"file": file, "key": first.path}),
             );
             wall = Some(first.ms);
-            if !first.unit_explicit {
-                r.insert(
-                    "wall_unit_note".into(),
-                    json!(format!(
-                        "key `{}` carries no unit; read as milliseconds",
-                        first.key
-                    )),
-                );
-            }
-            if leaves.len() > 1 {
+            r.insert(
+                "wall_confidence".into(),
+                json!(if usable.len() > 1 { "low" } else { "high" }),
+            );
+            if usable.len() > 1 {
                 r.insert(
                     "wall_ambiguous".into(),
                     json!({
-                        "note": "multiple wall/p50-like keys matched; used the first in document order — confirm it is the candidate's",
-                        "candidates": leaves.iter().take(8).map(|l| json!({"key": l.path, "value_ms": l.ms})).collect::<Vec<_>>(),
+                        "note": "multiple wall/p50-like keys matched; used the first in document order — confirm it is the candidate's, or pass --wall_key",
+                        "candidates": usable.iter().take(8).map(|l| json!({"key": l.path, "value_ms": l.ms})).collect::<Vec<_>>(),
                     }),
                 );
             }
-        } else {
+        } else if !r.contains_key("wall_note") {
             r.insert(
                 "wall_note".into(),
                 json!(format!("no wall/p50-like key found in '{file}' (accepted: wall_p50_ms, p50_ms, p50_us, wall.p50_ms)")),
@@ -217,7 +304,7 @@ pub fn report(inp: WallInputs<'_>) -> Value {
         if let Some(b) = baselines.first() {
             let mut bl = Vec::new();
             wall_leaves(b, "", &mut bl);
-            baseline_wall = bl.first().map(|l| l.ms);
+            baseline_wall = bl.iter().find(|l| l.unit_explicit).map(|l| l.ms);
         }
     }
     r.insert("wall_p50_ms".into(), json!(wall));
@@ -319,6 +406,8 @@ mod tests {
             measure: Some(("m.json".into(), measure)),
             baseline_run: baseline.then_some(("testrun", Some(0.075785))),
             floor_ms: floor,
+            wall_key: None,
+            wall_unit: None,
         })
     }
 
@@ -396,6 +485,8 @@ mod tests {
             measure: None,
             baseline_run: None,
             floor_ms: 0.0,
+            wall_key: None,
+            wall_unit: None,
         });
         assert_eq!(r["device_busy_p50_ms"], json!(0.075785));
         assert_eq!(r["wall_p50_ms"], Value::Null);
@@ -403,8 +494,49 @@ mod tests {
     }
 
     #[test]
-    fn unitless_key_is_flagged() {
-        let r = rep(json!({"p50": 0.07}), 0.0, false);
-        assert!(r["wall_unit_note"].as_str().unwrap().contains("no unit"));
+    fn unitless_and_reference_keys_are_not_the_wall() {
+        let r = rep(
+            json!({"p50": 0.07, "baseline_p50_ms": 9.0, "ref_p50_ms": 8.0}),
+            0.0,
+            false,
+        );
+        assert!(r["wall_p50_ms"].is_null());
+        assert_eq!(r["wall_unitless_keys"]["keys"], json!(["p50"]));
+        let r = report(WallInputs {
+            run: "r",
+            kernel: "",
+            device_ms: Some(0.05),
+            measure: Some(("m".into(), json!({"p50": 70.0, "x": {"p50_ms": 1.0}}))),
+            baseline_run: None,
+            floor_ms: 0.0,
+            wall_key: None,
+            wall_unit: Some("us".into()),
+        });
+        assert_eq!(
+            r["wall_p50_ms"],
+            json!(1.0),
+            "explicit units first, then the unitless ones"
+        );
+        assert_eq!(r["wall_confidence"], "low");
+    }
+
+    #[test]
+    fn explicit_wall_key_wins() {
+        let r = report(WallInputs {
+            run: "r",
+            kernel: "",
+            device_ms: Some(0.05),
+            measure: Some((
+                "m".into(),
+                json!({"a": {"p50_ms": 1.0}, "b": [{"t_us": 500.0}]}),
+            )),
+            baseline_run: None,
+            floor_ms: 0.0,
+            wall_key: Some("/b/0/t_us".into()),
+            wall_unit: None,
+        });
+        assert_eq!(r["wall_p50_ms"], json!(0.5));
+        assert_eq!(r["wall_source"]["key"], "/b/0/t_us");
+        assert_eq!(r["wall_confidence"], "high");
     }
 }

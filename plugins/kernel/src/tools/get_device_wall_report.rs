@@ -22,9 +22,11 @@ impl Tool for GetDeviceWallReport {
     fn doc(&self) -> &'static str {
         "device_busy_p50_ms is the median instrumented kernel span in the trace (kernel regex, \
          default all). With --measure_json (a benchmark result file) the first wall/p50-like \
-         key (wall_p50_ms, p50_ms, p50_us, wall.p50_ms, …; baseline subtrees removed first) is \
-         the wall p50, and gap_pct / framing compare the two; several candidates are listed \
-         in wall_ambiguous, a key without a unit is flagged. --baseline_run (a run of the same \
+         key with a unit (wall_p50_ms, p50_ms, p50_us, wall.p50_ms, …; baseline subtrees and \
+         baseline_/ref_-prefixed keys removed first) is the wall p50, or the value at \
+         --wall_key (a JSON pointer); gap_pct / framing compare the two. Several candidates \
+         lower wall_confidence and are listed in wall_ambiguous; unitless keys are used only \
+         with --wall_unit. --baseline_run (a run of the same \
          logdir) and a baseline subtree give labelled wall_ratio (deployable) and device_ratio \
          (device framing). --floor_ms stamps any claim below a physical floor \
          PHYSICALLY_IMPOSSIBLE."
@@ -37,6 +39,8 @@ impl Tool for GetDeviceWallReport {
             .path("measure_json", "A wall-clock measurement JSON file.", None)
             .string("baseline_run", "A second run (name under the same logdir, or a path) for the baseline device-busy p50.")
             .number("floor_ms", "A physical floor (e.g. the HBM roofline time) in ms; 0 = none.", Some(0.0))
+            .string("wall_key", "JSON pointer to the wall value in --measure_json (e.g. /results/0/p50_us); default: the first wall/p50-like key with a unit.")
+            .string_enum("wall_unit", "Unit of wall keys that carry none (p50, wall); without it they are not used.", &["", "ms", "us", "ns", "s"], "")
     }
     fn output(&self) -> &'static str {
         "{capture, run, kernel, device_busy_p50_ms, wall_source?, wall_p50_ms, gap_pct?, framing?, baseline_run?, baseline_device_busy_p50_ms?, baseline_wall_p50_ms?, ratios?, floor_ms?, floor_audit?, caveat}"
@@ -120,6 +124,8 @@ impl Tool for GetDeviceWallReport {
             measure,
             baseline_run: baseline.as_ref().map(|(n, d)| (n.as_str(), *d)),
             floor_ms: floor,
+            wall_key: call.opt_nonempty("wall_key")?,
+            wall_unit: call.opt_nonempty("wall_unit")?,
         });
         let mut out = Map::new();
         out.insert("capture".into(), capture_block(&s, &h, &space));

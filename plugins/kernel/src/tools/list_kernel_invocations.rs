@@ -67,6 +67,24 @@ impl Tool for ListKernelInvocations {
                 json!("No custom-call invocations matched. Run check_kernel_profiling to verify capture flags."),
             );
         } else {
+            // T4: confirm the overlap heuristic with the run's HLO protos when they exist.
+            let protos: Vec<_> = s
+                .hlo_protos
+                .iter()
+                .map(|p| {
+                    call.read_file(p);
+                    let name = p
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    let calls = std::fs::read(p)
+                        .map_err(|e| e.to_string())
+                        .and_then(|b| xprof_llo::trace::hlo_custom_calls(&b));
+                    (name, calls)
+                })
+                .collect();
+            let mut found = found;
+            xprof_llo::trace::confirm_with_hlo(&mut found, &protos);
             out.extend(found);
         }
         Ok(Value::Object(out).into())
