@@ -43,6 +43,9 @@ pub struct DumpModule {
     pub backend_after: BTreeMap<String, PathBuf>,
     /// Between-pass dumps by number.
     pub passes: BTreeMap<u32, PassFile>,
+    /// Stages dumped only as binary protos (`--xla_dump_hlo_as_proto`), by stage key
+    /// (`before_optimizations`, `cpu_after_optimizations`, ...). Text files win.
+    pub proto_stages: BTreeMap<String, PathBuf>,
     /// Non-stage artifacts: suffix after the prefix → path.
     pub also_available: BTreeMap<String, PathBuf>,
 }
@@ -57,7 +60,7 @@ impl DumpModule {
                 keys.push(k.to_string());
             }
         }
-        for k in self.stages.keys() {
+        for k in self.stages.keys().chain(self.proto_stages.keys()) {
             if !keys.contains(k) {
                 keys.push(k.clone());
             }
@@ -67,6 +70,27 @@ impl DumpModule {
     }
 
     fn resolve_named(&self, stage: &str) -> Option<(String, PathBuf)> {
+        self.resolve_text(stage)
+            .or_else(|| self.resolve_proto(stage))
+    }
+
+    /// A stage from the binary proto dumps: the key itself, or for `after_optimizations` a
+    /// backend's `<backend>_after_optimizations`.
+    fn resolve_proto(&self, stage: &str) -> Option<(String, PathBuf)> {
+        if let Some(p) = self.proto_stages.get(stage) {
+            return Some((stage.to_string(), p.clone()));
+        }
+        if stage == "after_optimizations" {
+            return self
+                .proto_stages
+                .iter()
+                .find(|(k, _)| k.ends_with("_after_optimizations"))
+                .map(|(k, p)| (k.clone(), p.clone()));
+        }
+        None
+    }
+
+    fn resolve_text(&self, stage: &str) -> Option<(String, PathBuf)> {
         if let Some(p) = self.stages.get(stage) {
             return Some((stage.to_string(), p.clone()));
         }
@@ -102,6 +126,7 @@ impl DumpModule {
             self.backend_after
                 .get(b)
                 .map(|p| (stage.to_string(), p.clone()))
+                .or_else(|| self.resolve_proto(stage))
         } else {
             self.resolve_named(stage)
         };
@@ -177,8 +202,11 @@ enum Kind {
     Stage(String),
     BackendAfter(String),
     Pass(PassFile),
-    /// A proto stage (`.hlo.pb`/`.hlo.pbtxt`), listed as an artifact.
-    ProtoStage,
+    /// A stage dumped as a binary `xla.HloProto` (`--xla_dump_hlo_as_proto`): readable by
+    /// printing it; the key is the stage it holds.
+    ProtoStage(String),
+    /// A text-format proto (`.hlo.pbtxt`): listed as an artifact.
+    Artifact,
 }
 
 /// Strip an optional `.cl_<digits>` token from the end of the name part.
@@ -213,39 +241,42 @@ fn is_backend(s: &str) -> bool {
 
 /// Classify `rest` (the file name without `module_NNNN.`): returns (name, compile id, kind).
 fn classify(rest: &str, path: &Path) -> Option<(String, Option<String>, Kind)> {
+    // 0 = text, 1 = binary proto, 2 = text proto
     let (base, proto) = if let Some(b) = rest.strip_suffix(".hlo.pb") {
-        (b, true)
+        (b, 1)
     } else if let Some(b) = rest.strip_suffix(".hlo.pbtxt") {
-        (b, true)
+        (b, 2)
     } else if let Some(b) = rest.strip_suffix(".txt") {
-        (b, false)
+        (b, 0)
     } else if let Some(b) = rest.strip_suffix(".hlo") {
-        (b, false)
+        (b, 0)
     } else {
         return None;
     };
+    let kind_of = |stage: String, text: Kind| match proto {
+        0 => text,
+        1 => Kind::ProtoStage(stage),
+        _ => Kind::Artifact,
+    };
     // Between-pass dumps: <name>.<NNNN>.<pipeline>.after_<X>[.before_<Y>]
-    if !proto && let Some(pf) = classify_pass(base, path) {
+    if proto == 0
+        && let Some(pf) = classify_pass(base, path)
+    {
         return Some(pf);
     }
     for named in ["before_optimizations", "after_optimizations"] {
         if let Some(name) = base.strip_suffix(named).and_then(|n| n.strip_suffix('.')) {
             let (name, cl) = split_compile_id(name);
-            let kind = if proto {
-                Kind::ProtoStage
-            } else {
-                Kind::Stage(named.to_string())
-            };
+            let kind = kind_of(named.to_string(), Kind::Stage(named.to_string()));
             return Some((name.to_string(), cl.map(str::to_string), kind));
         }
     }
     if let Some(p) = base.rfind(".after_pass_") {
         let (name, cl) = split_compile_id(&base[..p]);
-        let kind = if proto {
-            Kind::ProtoStage
-        } else {
-            Kind::Stage(base[p + 1..].to_string())
-        };
+        let kind = kind_of(
+            base[p + 1..].to_string(),
+            Kind::Stage(base[p + 1..].to_string()),
+        );
         return Some((name.to_string(), cl.map(str::to_string), kind));
     }
     if let Some(head) = base.strip_suffix("_after_optimizations") {
@@ -259,11 +290,10 @@ fn classify(rest: &str, path: &Path) -> Option<(String, Option<String>, Kind)> {
             let backend = &head[dot + 1..];
             if is_backend(backend) {
                 let (name, cl) = split_compile_id(&head[..dot]);
-                let kind = if proto {
-                    Kind::ProtoStage
-                } else {
-                    Kind::BackendAfter(backend.to_string())
-                };
+                let kind = kind_of(
+                    format!("{backend}_after_optimizations"),
+                    Kind::BackendAfter(backend.to_string()),
+                );
                 return Some((name.to_string(), cl.map(str::to_string), kind));
             }
         }
@@ -360,7 +390,12 @@ pub fn scan(dir: &Path) -> Result<DumpDir, HloError> {
             Kind::Pass(p) => {
                 m.passes.insert(p.number, p);
             }
-            Kind::ProtoStage => {
+            Kind::ProtoStage(stage) => {
+                m.proto_stages.insert(stage, path.clone());
+                m.also_available
+                    .insert(fname[prefix.len() + 1..].to_string(), path.clone());
+            }
+            Kind::Artifact => {
                 m.also_available
                     .insert(fname[prefix.len() + 1..].to_string(), path.clone());
             }
@@ -493,6 +528,37 @@ pub fn read_text(path: &Path) -> Result<String, HloError> {
     })
 }
 
+/// The HLO text of a stage file: text files as they are; binary `xla.HloProto` dumps printed
+/// as XLA prints a module (long form, with metadata, as `--xla_dump_hlo_as_text` would have).
+pub fn read_stage_text(path: &Path) -> Result<String, HloError> {
+    let is_proto = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.ends_with(".hlo.pb"));
+    if !is_proto {
+        return read_text(path);
+    }
+    let bytes = std::fs::read(path).map_err(|e| HloError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    let decode_err = |message: String| HloError::Decode {
+        path: path.display().to_string(),
+        message,
+    };
+    let proto = xprof_proto::decode_hlo_proto(&bytes).map_err(|e| decode_err(e.to_string()))?;
+    let module = proto
+        .hlo_module
+        .ok_or_else(|| decode_err("the HloProto has no hlo_module".into()))?;
+    Ok(crate::print::print_module(
+        &module,
+        &crate::print::PrintOptions {
+            metadata: true,
+            ..crate::print::PrintOptions::long()
+        },
+    ))
+}
+
 /// Keep the first `max_lines` lines (`max_lines <= 0` keeps all). Returns the text, the total
 /// line count and whether it was cut.
 pub fn truncate_lines(text: &str, max_lines: i64) -> (String, usize, bool) {
@@ -518,7 +584,8 @@ mod tests {
                 "pass:{}:{}:{}:{:?}",
                 p.number, p.pipeline, p.after, p.before
             ),
-            Kind::ProtoStage => "proto".into(),
+            Kind::ProtoStage(st) => format!("proto:{st}"),
+            Kind::Artifact => "artifact".into(),
         };
         Some((n, cl, k))
     }
@@ -573,7 +640,19 @@ mod tests {
             classify_name("module_0001.m.before_optimizations.hlo.pb")
                 .unwrap()
                 .2,
-            "proto"
+            "proto:before_optimizations"
+        );
+        assert_eq!(
+            classify_name("module_0001.m.cpu_after_optimizations.hlo.pb")
+                .unwrap()
+                .2,
+            "proto:cpu_after_optimizations"
+        );
+        assert_eq!(
+            classify_name("module_0001.m.after_optimizations.hlo.pbtxt")
+                .unwrap()
+                .2,
+            "artifact"
         );
         assert!(classify_name("module_0001.m.ir-no-opt.ll").is_none());
     }

@@ -154,3 +154,45 @@ fn jax_pass_dumps_and_backend_stage() {
     assert!(e.contains("matched 2 distinct modules"), "{e}");
     assert!(d.select("nomatch").is_err());
 }
+
+/// `--xla_dump_hlo_as_proto` dumps are stages too: printed, they equal XLA's text dump of the
+/// same module instruction by instruction (names, opcodes, operands, shapes, whole lines).
+#[test]
+fn proto_dump_stages_print_like_text_dumps() {
+    let Some(c) = corpus_dir() else { return };
+    let protos = dump::scan(&c.join("fixtures/jax-cpu/hlo_dump/proto")).unwrap();
+    let texts = dump::scan(&c.join("fixtures/jax-cpu/hlo_dump/text")).unwrap();
+    assert_eq!(protos.modules.len(), 2);
+    let mut compared = 0;
+    for (prefix, pm) in &protos.modules {
+        let tm = &texts.modules[prefix];
+        for stage in ["before_optimizations", "after_optimizations"] {
+            let (pk, pp) = pm.resolve_stage(stage).unwrap();
+            let (tk, tp) = tm.resolve_stage(stage).unwrap();
+            if stage == "after_optimizations" {
+                assert_eq!(pk, "cpu_after_optimizations");
+                assert_eq!(pk, tk);
+            }
+            let printed = xprof_hlo::parse(&dump::read_stage_text(&pp).unwrap(), "p").unwrap();
+            let dumped = xprof_hlo::parse(&dump::read_text(&tp).unwrap(), "t").unwrap();
+            assert_eq!(
+                printed.instruction_count(),
+                dumped.instruction_count(),
+                "{prefix} {stage}"
+            );
+            for comp in &printed.computations {
+                let other = dumped.computation(&comp.name).unwrap();
+                for i in &comp.instructions {
+                    let j = other
+                        .instructions
+                        .iter()
+                        .find(|j| j.name == i.name)
+                        .unwrap();
+                    assert_eq!(i.text, j.text, "{prefix} {stage}");
+                }
+            }
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, 4);
+}

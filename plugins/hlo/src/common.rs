@@ -53,7 +53,7 @@ pub fn dump_dir(call: &mut Call) -> Result<DumpDir, ToolError> {
 
 /// Read one stage file (recorded as an input).
 pub fn read_stage(call: &mut Call, path: &std::path::Path) -> Result<String, ToolError> {
-    let t = dump::read_text(path).map_err(hlo_error)?;
+    let t = dump::read_stage_text(path).map_err(hlo_error)?;
     call.read_file(path);
     Ok(t)
 }

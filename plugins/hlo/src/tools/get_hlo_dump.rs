@@ -18,7 +18,8 @@ impl Tool for GetHloDump {
          pattern is a case-insensitive glob matched against the whole prefix or as *pattern*; an \
          exact prefix or module name wins. Stages: before_optimizations, after_optimizations \
          (aliases resolve to <backend>_after_optimizations or the first/last pass dump), \
-         after_pass_<X>, pass_NNNN."
+         after_pass_<X>, pass_NNNN. Stages dumped as binary protos (--xla_dump_hlo_as_proto) are \
+         printed as XLA prints a module."
     }
     fn params(&self) -> Params {
         dump_dir_param(

@@ -18,14 +18,15 @@ impl Tool for ListHloDumpModules {
          has: before_optimizations / after_optimizations (a <backend>_after_optimizations file \
          counts when no plain one exists), after_pass_<X>, and XLA's between-pass dumps as \
          pass_NNNN. File names may carry a .cl_<id> compile-id token. Non-stage files \
-         (buffer assignment, memory report, protos, LLVM IR) are listed under also_available."
+         (buffer assignment, memory report, protos, LLVM IR) are listed under also_available; \
+         stages dumped as binary protos (--xla_dump_hlo_as_proto) are readable stages too."
     }
     fn params(&self) -> Params {
         dump_dir_param(Params::new())
     }
     fn output(&self) -> &'static str {
-        "{dump_dir, module_count, modules: {<prefix>: {format, name, module_number, compile_id, stages, \
-         pass_count, pass_range, also_available}}, tip}"
+        "{dump_dir, module_count, modules: {<prefix>: {format, name, module_number, compile_id, stages, stage_aliases, \
+         pass_count, pass_range, proto_stages, also_available}}, tip}"
     }
     fn examples(&self) -> Vec<Example> {
         vec![
@@ -34,6 +35,11 @@ impl Tool for ListHloDumpModules {
                 json!({"dump_dir": "${FIXTURES}/jax-cpu/hlo_dump"}),
             )
             .expect(&["modules", "module_count"]),
+            Example::new(
+                "A dump written with --xla_dump_hlo_as_proto (stages are binary protos)",
+                json!({"dump_dir": "${CORPUS}/fixtures/jax-cpu/hlo_dump/proto"}),
+            )
+            .expect(&["modules"]),
             Example::new(
                 "The seed's TPU dump, whose file carries a .cl_<id> token",
                 json!({"dump_dir": "${CORPUS}/fixtures/seed-v6e/hlo_dump"}),
@@ -87,6 +93,13 @@ impl Tool for ListHloDumpModules {
                 o.insert(
                     "note".into(),
                     json!("Use 'before_optimizations'/'after_optimizations' or 'pass_NNNN'"),
+                );
+            }
+            if !m.proto_stages.is_empty() {
+                // Dumped with --xla_dump_hlo_as_proto: readable as stages (printed as XLA would).
+                o.insert(
+                    "proto_stages".into(),
+                    json!(m.proto_stages.keys().collect::<Vec<_>>()),
                 );
             }
             o.insert(
