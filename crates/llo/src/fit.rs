@@ -650,6 +650,41 @@ fn diff_scalars(d: &Map<String, Value>) -> Vec<(&'static str, Value)> {
     ]
 }
 
+/// L11: the operative scoped-VMEM limit, when an XLA dump directory records it; else the
+/// reason the two reference points are all there is.
+pub fn add_operative_limit(data: &mut Map<String, Value>, hlo_dump_dir: Option<&Path>) {
+    let Some(vmem) = data.get_mut("vmem").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let Some(total) = vmem.get("vmem_total_bytes").and_then(Value::as_u64) else {
+        return;
+    };
+    let found = match hlo_dump_dir {
+        None => Err("no --hlo_dump_dir given: the operative --xla_tpu_scoped_vmem_limit_kib is not in the LLO dump; headroom is against the 32 MiB default and 128 MiB hardware only".to_string()),
+        Some(d) => match vmem::scoped_limit_from_hlo_dump(d) {
+            Ok(Some(x)) => Ok(x),
+            Ok(None) => Err(format!("no *.flagfile or *tpu_comp_env* file in {} records --xla_tpu_scoped_vmem_limit_kib (the 32 MiB default applies unless it was set elsewhere)", d.display())),
+            Err(e) => Err(e.to_string()),
+        },
+    };
+    match found {
+        Ok((bytes, file)) => {
+            let used = pct_of(total as f64, bytes as f64);
+            vmem.insert("limit_operative_bytes".into(), json!(bytes));
+            vmem.insert("limit_operative_source".into(), json!(file));
+            vmem.insert("used_of_operative_pct".into(), json!(used));
+            vmem.insert(
+                "headroom_vs_operative_pct".into(),
+                json!(round_to(100.0 - used, 1)),
+            );
+        }
+        Err(reason) => {
+            vmem.insert("limit_operative_bytes".into(), Value::Null);
+            vmem.insert("limit_operative_reason".into(), json!(reason));
+        }
+    }
+}
+
 /// Attach `diff` against another dump directory (`before` = other, `after` = this).
 pub fn add_diff(data: &mut Map<String, Value>, other_dir: &Path, top_stalls: usize) {
     let program = data["program"].as_str().unwrap_or("").to_string();

@@ -157,3 +157,62 @@ mod tests {
         assert!(!a.allocations[2].scoped);
     }
 }
+
+static LIMIT_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"xla_tpu_scoped_vmem_limit_kib["']?\s*[:=]\s*["']?(\d+)"#).unwrap()
+});
+
+/// The operative `--xla_tpu_scoped_vmem_limit_kib` from an XLA dump directory's `*.flagfile`
+/// or `*tpu_comp_env*` files: `(bytes, file)`, or `None` when no file records it.
+pub fn scoped_limit_from_hlo_dump(dir: &Path) -> Result<Option<(u64, String)>> {
+    let rd = std::fs::read_dir(dir).map_err(|e| crate::LloError::io(dir, e))?;
+    let mut names: Vec<String> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".flagfile") || n.contains("tpu_comp_env"))
+        .collect();
+    names.sort();
+    for n in names {
+        let Ok(t) = read_text(&dir.join(&n)) else {
+            continue;
+        };
+        if let Some(c) = LIMIT_RE.captures(&t)
+            && let Ok(kib) = c[1].parse::<u64>()
+        {
+            return Ok(Some((kib.saturating_mul(1024), n)));
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod limit_tests {
+    use super::*;
+
+    #[test]
+    fn operative_limit_from_flagfile() {
+        let t = tempfile::tempdir().unwrap();
+        assert_eq!(scoped_limit_from_hlo_dump(t.path()).unwrap(), None);
+        std::fs::write(
+            t.path().join("module_0001.jit_f.tpu_comp_env.txt"),
+            "xla_tpu_scoped_vmem_limit_kib: 65536\n",
+        )
+        .unwrap();
+        assert_eq!(
+            scoped_limit_from_hlo_dump(t.path()).unwrap(),
+            Some((
+                64 * 1024 * 1024,
+                "module_0001.jit_f.tpu_comp_env.txt".to_string()
+            ))
+        );
+        std::fs::write(
+            t.path().join("a.flagfile"),
+            "--xla_tpu_scoped_vmem_limit_kib=16384\n",
+        )
+        .unwrap();
+        assert_eq!(
+            scoped_limit_from_hlo_dump(t.path()).unwrap().unwrap().0,
+            16 * 1024 * 1024
+        );
+    }
+}

@@ -80,6 +80,22 @@ impl Tool for GetLloFitSummary {
                 call.read_dir(&other);
                 fit::add_diff(&mut data, &other, top);
             }
+            let hlo = dir_from_arg_or_env(
+                call.opt_nonempty("hlo_dump_dir")
+                    .map_err(tool_to_llo)?
+                    .as_deref(),
+                "XLA_HLO_DUMP_DIR",
+            );
+            if let Some(h) = &hlo {
+                if !h.is_dir() {
+                    return Err(xprof_llo::LloError::NotFound {
+                        path: h.clone(),
+                        what: "HLO dump directory (--hlo_dump_dir; written by --xla_dump_to)",
+                    });
+                }
+                call.read_dir(h);
+            }
+            fit::add_operative_limit(&mut data, hlo.as_deref());
             let text = fit::render(&data, top);
             let mut extra = Map::new();
             extra.insert("summary".into(), Value::Object(data));
