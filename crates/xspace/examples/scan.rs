@@ -2,7 +2,8 @@
 //! `aggregate_xplane_events` tool does), printing the top groups as JSON.
 //!
 //! `cargo run --release -p xprof-xspace --example scan -- CAPTURE [PLANE_REGEX] [EVENT_REGEX] [TOP_N]`
-//! where CAPTURE is an `.xplane.pb` file or a run directory (its first host is read).
+//! where CAPTURE is an `.xplane.pb` file or a run directory (its first host is read);
+//! `--no-mmap` reads the file instead of mapping it.
 
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -50,7 +51,10 @@ impl Acc {
 }
 
 fn main() -> std::process::ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    // `--no-mmap`: read the file instead of mapping it (to compare the two).
+    let no_mmap = args.iter().any(|a| a == "--no-mmap");
+    args.retain(|a| a != "--no-mmap");
     let Some(input) = args.first() else {
         eprintln!("usage: scan CAPTURE [PLANE_REGEX] [EVENT_REGEX] [TOP_N]");
         return std::process::ExitCode::from(2);
@@ -72,7 +76,11 @@ fn main() -> std::process::ExitCode {
             .next()
             .expect("no .xplane.pb in the directory");
     }
-    let space = match XSpace::open(&path) {
+    let opts = xprof_xspace::ReadOptions {
+        no_mmap,
+        ..Default::default()
+    };
+    let space = match XSpace::open_with(&path, &opts) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("{e}");

@@ -274,3 +274,21 @@ fn every_single_byte_corruption_agrees_with_prost() {
     }
     assert!(checked > 500);
 }
+
+#[test]
+fn unreadable_paths_are_path_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    for p in [
+        dir.path().to_path_buf(),
+        dir.path().join("missing.xplane.pb"),
+    ] {
+        match XSpace::open(&p) {
+            Err(e @ XSpaceError::Io { .. }) => {
+                assert_eq!(e.kind(), "path");
+                assert!(e.to_string().contains(&p.display().to_string()), "{e}");
+                assert!(e.offset().is_none());
+            }
+            other => panic!("{}: {other:?}", p.display()),
+        }
+    }
+}
