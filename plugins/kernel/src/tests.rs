@@ -1352,15 +1352,34 @@ fn fit_summary_operative_vmem_limit() {
     let v = &r["summary"]["vmem"];
     if std::env::var_os("XLA_HLO_DUMP_DIR").is_none() {
         assert!(v["limit_operative_bytes"].is_null());
-        assert!(v["limit_operative_reason"].as_str().unwrap().contains("--hlo_dump_dir"));
+        assert!(
+            v["limit_operative_reason"]
+                .as_str()
+                .unwrap()
+                .contains("--hlo_dump_dir")
+        );
     }
     let t = tempfile::tempdir().unwrap();
-    std::fs::write(t.path().join("module_0001.m.flagfile"), "--xla_tpu_scoped_vmem_limit_kib=65536\n").unwrap();
-    let r = ok("get_llo_fit_summary", json!({"dump_dir": d, "hlo_dump_dir": t.path().display().to_string()}));
+    std::fs::write(
+        t.path().join("module_0001.m.flagfile"),
+        "--xla_tpu_scoped_vmem_limit_kib=65536\n",
+    )
+    .unwrap();
+    let r = ok(
+        "get_llo_fit_summary",
+        json!({"dump_dir": d, "hlo_dump_dir": t.path().display().to_string()}),
+    );
     let v = &r["summary"]["vmem"];
     assert_eq!(v["limit_operative_bytes"], json!(64 * 1024 * 1024));
     assert_eq!(v["used_of_operative_pct"], json!(14.2));
-    assert_eq!(v["used_of_scoped_default_pct"], json!(28.3), "the seed-compatible field is unchanged");
-    let e = err("get_llo_fit_summary", json!({"dump_dir": d, "hlo_dump_dir": "/nonexistent/hlo"}));
+    assert_eq!(
+        v["used_of_scoped_default_pct"],
+        json!(28.3),
+        "the seed-compatible field is unchanged"
+    );
+    let e = err(
+        "get_llo_fit_summary",
+        json!({"dump_dir": d, "hlo_dump_dir": "/nonexistent/hlo"}),
+    );
     assert_eq!(e.kind, ErrorKind::Path);
 }

@@ -45,6 +45,11 @@ impl Tool for GetLloFitSummary {
                 "A second dump directory to compare against (the 'before').",
                 None,
             )
+            .path(
+                "hlo_dump_dir",
+                "The XLA dump (--xla_dump_to) of the same run: its flagfile / tpu_comp_env gives the operative scoped VMEM limit. Default: $XLA_HLO_DUMP_DIR.",
+                Some("XLA_HLO_DUMP_DIR"),
+            )
     }
     fn output(&self) -> &'static str {
         "{format: \"markdown\", text: <digest + fenced JSON>, summary: {dump_dir, program, kind, other_programs, vmem, mxu, units, spills, timeline, totals, recommendations, verdict, verdict_class, provenance, caveat, alignment, files, diff?}}"
