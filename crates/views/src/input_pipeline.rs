@@ -12,7 +12,7 @@ use xprof_opstats::opstats::HardwareType;
 use xprof_opstats::steps::Step;
 
 use crate::load::CoreDetails;
-use crate::pod::NO_STEP_MARKER;
+use crate::pod::step_warning;
 use crate::table::{Table, ps_to_ms, ps_to_us, safe_div, summarize};
 
 const HIGHLY_INFEED: f64 = 20.0;
@@ -729,6 +729,15 @@ fn tpu_table(s: &OpStats, steps: &[TpuStep], times: &InputTimes) -> (Table, Bott
 
 /// The analysis on the complete steps of `s`.
 pub fn input_pipeline(s: &OpStats, cores: &BTreeMap<i64, CoreDetails>) -> InputPipeline {
+    input_pipeline_with(s, cores, false)
+}
+
+/// [`input_pipeline`] for combined hosts whose steps did not intersect (`empty_intersect`).
+pub fn input_pipeline_with(
+    s: &OpStats,
+    cores: &BTreeMap<i64, CoreDetails>,
+    empty_intersect: bool,
+) -> InputPipeline {
     let hw = s.run_env.hardware_type;
     let steps = &s.steps.complete_steps;
     let (tables, bottleneck) = if hw == HardwareType::Tpu {
@@ -779,10 +788,10 @@ pub fn input_pipeline(s: &OpStats, cores: &BTreeMap<i64, CoreDetails>) -> InputP
     }
     tables.push(rec);
     let mut diag = Table::new(&["severity", "message"]);
-    if s.steps.steps.is_empty() {
+    if let Some(w) = step_warning(s, empty_intersect) {
         let mut m = serde_json::Map::new();
         m.insert("severity".into(), json!("WARNING"));
-        m.insert("message".into(), json!(NO_STEP_MARKER));
+        m.insert("message".into(), json!(w));
         diag.records.push(m);
     }
     tables.push(diag);

@@ -149,12 +149,21 @@ pub fn megascale_planes(name: &str) -> bool {
 impl LoadedRun {
     /// OpStats of every host, combined (XProf `op_stats_combiner.cc` as the engine does it).
     pub fn op_stats(&self) -> Option<OpStats> {
+        self.op_stats_checked().map(|x| x.0)
+    }
+
+    /// [`LoadedRun::op_stats`] and whether several hosts had steps but the combination kept
+    /// none (XProf's "empty intersection" diagnostic).
+    pub fn op_stats_checked(&self) -> Option<(OpStats, bool)> {
         let per_host: Vec<OpStats> = self
             .hosts
             .par_iter()
             .map(|h| xprof_opstats::build(&h.model))
             .collect();
-        xprof_opstats::combine(per_host)
+        let had_steps = per_host.len() > 1 && per_host.iter().any(|h| !h.steps.steps.is_empty());
+        let combined = xprof_opstats::combine(per_host)?;
+        let empty = had_steps && combined.steps.steps.is_empty();
+        Some((combined, empty))
     }
 
     /// Core details of every device plane, keyed like the engine's step cores: plane id, offset

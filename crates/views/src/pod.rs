@@ -18,12 +18,22 @@ pub const REASON_TPU_BREAKDOWN: &str = "XProf's TPU step database carries per-ca
 
 pub const REASON_NO_CORE_DETAILS: &str = "the device plane has no core_details stat, so XProf drops this core's record; we keep it with the XSpace hostname";
 
+/// XProf `kErrorEmptyIntersect`.
+pub const EMPTY_INTERSECT: &str = "Although there are steps observed on some host(s), the intersection of the steps over all hosts is empty (because the differences among individual host's step sequences are too big). Consequently, the overall step time is unknown.";
+
+/// XProf `PopulateStepDiagnostics`' warning, if any. `empty_intersect`: several hosts had steps
+/// but none is common to all.
+pub fn step_warning(s: &OpStats, empty_intersect: bool) -> Option<&'static str> {
+    s.steps.steps.is_empty().then_some(if empty_intersect {
+        EMPTY_INTERSECT
+    } else {
+        NO_STEP_MARKER
+    })
+}
+
 /// XProf `PopulateStepDiagnostics`.
-pub fn step_diagnostics(s: &OpStats) -> Value {
-    let mut warnings = Vec::new();
-    if s.steps.steps.is_empty() {
-        warnings.push(NO_STEP_MARKER);
-    }
+pub fn step_diagnostics(s: &OpStats, empty_intersect: bool) -> Value {
+    let warnings: Vec<&str> = step_warning(s, empty_intersect).into_iter().collect();
     json!({"info": [], "warnings": warnings, "errors": []})
 }
 
@@ -83,6 +93,15 @@ fn breakdown(g: &[u64; 9]) -> (Map<String, Value>, &'static str) {
 
 /// The pod viewer database as XProf's protobuf JSON (camelCase), plus our measured fields.
 pub fn pod_viewer(s: &OpStats, cores: &BTreeMap<i64, CoreDetails>) -> Value {
+    pod_viewer_with(s, cores, false)
+}
+
+/// [`pod_viewer`] for combined hosts whose steps did not intersect (`empty_intersect`).
+pub fn pod_viewer_with(
+    s: &OpStats,
+    cores: &BTreeMap<i64, CoreDetails>,
+    empty_intersect: bool,
+) -> Value {
     let tpu = s.run_env.hardware_type == HardwareType::Tpu;
     let mut seq = Vec::new();
     for step in &s.steps.steps {
@@ -154,7 +173,7 @@ pub fn pod_viewer(s: &OpStats, cores: &BTreeMap<i64, CoreDetails>) -> Value {
     }
     json!({
         "podStatsSequence": {"podStatsMap": seq},
-        "diagnostics": step_diagnostics(s),
+        "diagnostics": step_diagnostics(s, empty_intersect),
         "stepBreakdownEvents": GENERIC_NAMES.iter().enumerate()
             .map(|(i, n)| json!({"id": i + 1, "name": n})).collect::<Vec<_>>(),
         "deviceType": s.run_env.device_type,

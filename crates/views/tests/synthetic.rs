@@ -867,22 +867,56 @@ fn framework_ops_on_gpu_carry_tensor_core_utilization() {
     assert!(r["gpu_tensorcore_utilization_reason"].is_string());
 }
 
+/// A host-only capture with two `train` steps numbered `first`, `first + 1`.
+fn host_steps(name: &str, first: i64) -> XSpaceBuilder {
+    XSpaceBuilder::new().hostname(name).plane("/host:CPU", |p| {
+        p.line_with_id(1, "python", |l| {
+            l.event("train", 0, 1_000_000)
+                .stat("_r", 1i64)
+                .stat("step_num", first)
+                .event("matmul", 100_000, 400_000)
+                .event("train", 2_000_000, 1_000_000)
+                .stat("_r", 1i64)
+                .stat("step_num", first + 1)
+                .event("matmul", 2_100_000, 600_000)
+        })
+    })
+}
+
+#[test]
+fn combined_hosts_without_common_steps_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (
+        dir.path().join("a.xplane.pb"),
+        dir.path().join("b.xplane.pb"),
+    );
+    host_steps("host-a", 0).write(&a).unwrap();
+    // Host b recorded no step markers at all.
+    XSpaceBuilder::new()
+        .hostname("host-b")
+        .plane("/host:CPU", |p| {
+            p.line_with_id(1, "python", |l| l.event("matmul", 0, 400_000))
+        })
+        .write(&b)
+        .unwrap();
+    let r = xprof_views::load::load_hosts(&[("a".into(), a), ("b".into(), b)], &[]).unwrap();
+    let (s, empty) = r.op_stats_checked().unwrap();
+    assert!(empty);
+    let pv = xprof_views::pod::pod_viewer_with(&s, &r.core_details(), empty);
+    assert_eq!(
+        pv["diagnostics"]["warnings"],
+        json!([xprof_views::pod::EMPTY_INTERSECT])
+    );
+    let ip = xprof_views::input_pipeline::input_pipeline_with(&s, &r.core_details(), empty);
+    assert_eq!(
+        ip.tables[4].records[0]["message"],
+        json!(xprof_views::pod::EMPTY_INTERSECT)
+    );
+}
+
 #[test]
 fn pod_viewer_numbers_cores_of_combined_hosts_like_xprof() {
-    let host = |name: &str| {
-        XSpaceBuilder::new().hostname(name).plane("/host:CPU", |p| {
-            p.line_with_id(1, "python", |l| {
-                l.event("train", 0, 1_000_000)
-                    .stat("_r", 1i64)
-                    .stat("step_num", 0i64)
-                    .event("matmul", 100_000, 400_000)
-                    .event("train", 2_000_000, 1_000_000)
-                    .stat("_r", 1i64)
-                    .stat("step_num", 1i64)
-                    .event("matmul", 2_100_000, 600_000)
-            })
-        })
-    };
+    let host = |name: &str| host_steps(name, 0);
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (
         dir.path().join("a.xplane.pb"),

@@ -45,10 +45,14 @@ impl Tool for CheckHostBoundness {
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let s = session(call)?;
         let (run, used) = load_run(call, &s)?;
-        let st = run
-            .op_stats()
+        let (st, empty_intersect) = run
+            .op_stats_checked()
             .ok_or_else(|| ToolError::internal("no host selected"))?;
-        let ip = xprof_views::input_pipeline::input_pipeline(&st, &run.core_details());
+        let ip = xprof_views::input_pipeline::input_pipeline_with(
+            &st,
+            &run.core_details(),
+            empty_intersect,
+        );
         // ICI utilisation from counter samples, when the capture has them.
         let raw = if st.run_env.device_type.contains("TPU") {
             let list: Vec<(String, std::path::PathBuf)> = run

@@ -123,10 +123,10 @@ impl Tool for GetPodViewer {
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let s = session(call)?;
         let (run, used) = load_run(call, &s)?;
-        let st = run
-            .op_stats()
+        let (st, empty_intersect) = run
+            .op_stats_checked()
             .ok_or_else(|| ToolError::internal("no host selected"))?;
-        let pv = xprof_views::pod::pod_viewer(&st, &run.core_details());
+        let pv = xprof_views::pod::pod_viewer_with(&st, &run.core_details(), empty_intersect);
         let mut body = Map::new();
         body.insert("pod_viewer".into(), pv);
         if st.steps.steps.is_empty() {
@@ -134,7 +134,11 @@ impl Tool for GetPodViewer {
                 &s,
                 &used,
                 &run.warnings,
-                "no step markers: no `Steps` line on the device planes, no `group_id` stats and no host step roots (`_r`)",
+                if empty_intersect {
+                    "the hosts have steps, but no step number is common to all of them (empty step intersection); pass --host to see one host's steps"
+                } else {
+                    "no step markers: no `Steps` line on the device planes, no `group_id` stats and no host step roots (`_r`)"
+                },
                 STEP_FLAGS,
                 body,
             ));

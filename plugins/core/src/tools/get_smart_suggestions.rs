@@ -46,10 +46,14 @@ impl Tool for GetSmartSuggestions {
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let s = session(call)?;
         let (run, used) = load_run(call, &s)?;
-        let st = run
-            .op_stats()
+        let (st, empty_intersect) = run
+            .op_stats_checked()
             .ok_or_else(|| ToolError::internal("no host selected"))?;
-        let ip = xprof_views::input_pipeline::input_pipeline(&st, &run.core_details());
+        let ip = xprof_views::input_pipeline::input_pipeline_with(
+            &st,
+            &run.core_details(),
+            empty_intersect,
+        );
         let sig = xprof_views::suggestions::signals(&st, &ip);
         let body = match xprof_views::suggestions::smart_suggestions(&sig) {
             Value::Object(m) => m,
