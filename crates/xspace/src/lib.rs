@@ -1136,9 +1136,9 @@ impl<'a> Event<'a> {
         if let (Some(oid), Some(did)) = (d.device_offset_id, d.device_duration_id) {
             let (mut off, mut dur) = (None, None);
             for s in self.stats() {
-                if s.metadata_id == oid {
+                if s.metadata_id == oid && off.is_none() {
                     off = s.int();
-                } else if s.metadata_id == did {
+                } else if s.metadata_id == did && dur.is_none() {
                     dur = s.int();
                 }
             }
@@ -1167,9 +1167,10 @@ impl<'a> Event<'a> {
     pub fn stats(&self) -> impl Iterator<Item = Stat<'a>> + use<'a> {
         stats_in(self.line.plane, self.msg, 4)
     }
-    /// The event's own stat with metadata id `id` (the last one if repeated).
+    /// The event's own stat with metadata id `id` (the first one if repeated, as XProf's
+    /// `GetStat`).
     pub fn stat_by_id(&self, id: i64) -> Option<Stat<'a>> {
-        self.stats().filter(|s| s.metadata_id == id).last()
+        self.stats().find(|s| s.metadata_id == id)
     }
     /// The event's own stat named `name` (not its metadata's).
     pub fn stat(&self, name: &str) -> Option<Stat<'a>> {
@@ -1226,10 +1227,10 @@ impl<'a> EventMetadata<'a> {
     pub fn stats(&self) -> impl Iterator<Item = Stat<'a>> + use<'a> {
         stats_in(self.plane, self.d.msg, 5)
     }
-    /// The metadata stat named `name` (the last one if repeated).
+    /// The metadata stat named `name` (the first one if repeated, as XProf's `GetStat`).
     pub fn stat(&self, name: &str) -> Option<Stat<'a>> {
         let id = self.plane.stat_id(name)?;
-        self.stats().filter(|s| s.metadata_id == id).last()
+        self.stats().find(|s| s.metadata_id == id)
     }
     /// `XEventMetadata.child_id`.
     pub fn child_ids(&self) -> Vec<i64> {

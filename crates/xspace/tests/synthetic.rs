@@ -203,3 +203,30 @@ fn nesting_self_time_over_a_line() {
     assert_eq!(self_of("body.fusion"), 30);
     assert_eq!(self_of("after"), 10);
 }
+
+#[test]
+fn a_repeated_stat_reads_as_its_first_occurrence_like_xprof() {
+    let b = XSpaceBuilder::new().plane("p", |p| {
+        p.line("l", |l| {
+            l.event("e", 0, 1)
+                .stat("x", 1i64)
+                .stat("x", 2i64)
+                .device_timespan(5, 6)
+                .device_timespan(7, 8)
+        })
+    });
+    let space = read(&b);
+    let ev = space
+        .planes()
+        .next()
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .events()
+        .next()
+        .unwrap();
+    assert_eq!(ev.stat("x").unwrap().int(), Some(1));
+    assert_eq!(ev.stats().filter(|s| s.name() == "x").count(), 2);
+    assert_eq!(ev.device_timespan(), (5, 6));
+}
