@@ -63,3 +63,118 @@ mod tests {
         assert!(d.diff.is_empty());
     }
 }
+
+/// Text for a rename-insensitive diff: `metadata={...}` dropped and every `name.N` suffix
+/// replaced by `name.#`, so renumbered instructions and moved source locations do not count
+/// as changes.
+pub fn normalize(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let line = strip_attr(line, ", metadata={");
+        let b = line.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            let c = b[i];
+            let starts_name = (c.is_ascii_alphabetic() || c == b'_')
+                && (i == 0
+                    || !(b[i - 1].is_ascii_alphanumeric()
+                        || matches!(b[i - 1], b'_' | b'.' | b'-')));
+            if !starts_name {
+                out.push(c as char);
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < b.len()
+                && (b[i].is_ascii_alphanumeric() || matches!(b[i], b'_' | b'-' | b'.'))
+            {
+                i += 1;
+            }
+            let tok = &line[start..i];
+            // Strip trailing `.digits` groups (`add.5`, `x.1.clone.2` keeps `x.#.clone.#`).
+            let mut norm = String::with_capacity(tok.len());
+            for (k, part) in tok.split('.').enumerate() {
+                if k > 0 {
+                    norm.push('.');
+                }
+                if k > 0 && !part.is_empty() && part.bytes().all(|d| d.is_ascii_digit()) {
+                    norm.push('#');
+                } else {
+                    norm.push_str(part);
+                }
+            }
+            out.push_str(&norm);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Remove one balanced `{...}` attribute introduced by `head` (e.g. `, metadata={`).
+fn strip_attr(line: &str, head: &str) -> String {
+    let Some(start) = line.find(head) else {
+        return line.to_string();
+    };
+    let b = line.as_bytes();
+    let mut depth = 0usize;
+    let mut j = start + head.len() - 1;
+    let mut in_str = false;
+    while j < b.len() {
+        match b[j] {
+            b'\\' if in_str => j += 1,
+            b'"' => in_str = !in_str,
+            b'{' if !in_str => depth += 1,
+            b'}' if !in_str => {
+                depth -= 1;
+                if depth == 0 {
+                    return format!("{}{}", &line[..start], &line[j + 1..]);
+                }
+            }
+            _ => {}
+        }
+        j += 1;
+    }
+    line.to_string()
+}
+
+/// Per-opcode instruction counts before and after, for the opcodes whose count changed.
+pub fn opcode_changes(
+    before: &crate::Module,
+    after: &crate::Module,
+) -> Vec<(String, usize, usize)> {
+    use std::collections::BTreeMap;
+    let mut m: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for c in &before.computations {
+        for i in &c.instructions {
+            m.entry(&i.opcode).or_default().0 += 1;
+        }
+    }
+    for c in &after.computations {
+        for i in &c.instructions {
+            m.entry(&i.opcode).or_default().1 += 1;
+        }
+    }
+    m.into_iter()
+        .filter(|(_, (a, b))| a != b)
+        .map(|(k, (a, b))| (k.to_string(), a, b))
+        .collect()
+}
+
+#[cfg(test)]
+mod normalize_tests {
+    use super::*;
+
+    #[test]
+    fn renames_and_metadata_do_not_count() {
+        let a = "  %add.5 = f32[2]{0} add(%p.1, %p.2), metadata={op_name=\"a{b}\" source_line=3}\n";
+        let b = "  %add.9 = f32[2]{0} add(%p.3, %p.4), metadata={op_name=\"c\"}\n";
+        assert_eq!(normalize(a), normalize(b));
+        assert_eq!(normalize(a), "  %add.# = f32[2]{0} add(%p.#, %p.#)\n");
+        assert_eq!(
+            normalize("  c = f32[] constant(0.5)\n"),
+            "  c = f32[] constant(0.5)\n"
+        );
+        let d = unified(&normalize(a), &normalize(b), "A", "B", 3);
+        assert!(d.diff.is_empty());
+    }
+}

@@ -100,6 +100,18 @@ mod tests {
         assert!(text.contains("\n@@ -1,"), "{text}");
         let r = call("diff_hlo_stages", json!({"dump_dir": fixtures(), "module_pattern": "train", "stage_before": "pass_0008", "stage_after": "pass_0008"})).unwrap();
         assert_eq!(r["identical"], true);
+        // Normalised: fewer changed lines, and the fusion pass shows up in the opcode counts.
+        let raw = call(
+            "diff_hlo_stages",
+            json!({"dump_dir": fixtures(), "module_pattern": "train", "max_lines": -1}),
+        )
+        .unwrap();
+        let norm = call("diff_hlo_stages", json!({"dump_dir": fixtures(), "module_pattern": "train", "max_lines": -1, "normalize": true})).unwrap();
+        assert!(norm["added"].as_u64() < raw["added"].as_u64());
+        let changes = norm["opcode_changes"].as_array().unwrap();
+        let fusion = changes.iter().find(|c| c["opcode"] == "fusion").unwrap();
+        assert_eq!(fusion["before"], 0);
+        assert!(fusion["after"].as_u64().unwrap() > 0);
     }
 
     fn corpus() -> Option<std::path::PathBuf> {

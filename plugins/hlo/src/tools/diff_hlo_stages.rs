@@ -37,10 +37,15 @@ impl Tool for DiffHloStages {
             "Keep the first N diff lines (<= 0: all).",
             Some(500),
         )
+        .boolean(
+            "normalize",
+            "Ignore metadata={...} and renumbered .N name suffixes, and add per-opcode count changes.",
+            false,
+        )
     }
     fn output(&self) -> &'static str {
         "{format: \"diff\", text, module, stage_before, stage_after, files, before_lines, after_lines, \
-         added, removed, identical, truncated}"
+         added, removed, identical, truncated, normalized, opcode_changes (with normalize)}"
     }
     fn examples(&self) -> Vec<Example> {
         vec![
@@ -49,6 +54,12 @@ impl Tool for DiffHloStages {
                 json!({"dump_dir": "${FIXTURES}/jax-cpu/hlo_dump", "module_pattern": "jit_train_step", "max_lines": 60}),
             )
             .expect(&["text", "added", "removed"]),
+            Example::new(
+                "Only structural changes (metadata and renumbering ignored), with opcode counts",
+                json!({"dump_dir": "${FIXTURES}/jax-cpu/hlo_dump", "module_pattern": "jit_train_step",
+                       "normalize": true, "max_lines": 40}),
+            )
+            .expect(&["opcode_changes"]),
             Example::new(
                 "One pass against a later one",
                 json!({"dump_dir": "${FIXTURES}/jax-cpu/hlo_dump", "module_pattern": "train_step",
@@ -63,6 +74,7 @@ impl Tool for DiffHloStages {
         let sb = call.str_or("stage_after", "after_optimizations")?;
         let context = call.usize_or("context_lines", 5)?;
         let max = call.i64_or("max_lines", 500)?;
+        let normalize = call.bool_or("normalize", false)?;
         let d = dump_dir(call)?;
         let sel = d.select(&pattern).map_err(hlo_error)?;
         let m = sel.module;
@@ -70,6 +82,22 @@ impl Tool for DiffHloStages {
         let (_, pb) = m.resolve_stage(&sb).map_err(hlo_error)?;
         let ta = read_stage(call, &pa)?;
         let tb = read_stage(call, &pb)?;
+        let mut opcode_changes = None;
+        let (ta, tb) = if normalize {
+            let ma = xprof_hlo::parse(&ta, &pa.display().to_string()).map_err(hlo_error)?;
+            let mb = xprof_hlo::parse(&tb, &pb.display().to_string()).map_err(hlo_error)?;
+            let changes: Vec<_> = xprof_hlo::diff::opcode_changes(&ma, &mb)
+                .into_iter()
+                .map(|(op, b, a)| json!({"opcode": op, "before": b, "after": a, "delta": a as i64 - b as i64}))
+                .collect();
+            opcode_changes = Some(changes);
+            (
+                xprof_hlo::diff::normalize(&ta),
+                xprof_hlo::diff::normalize(&tb),
+            )
+        } else {
+            (ta, tb)
+        };
         let diff = xprof_hlo::diff::unified(
             &ta,
             &tb,
@@ -119,6 +147,10 @@ impl Tool for DiffHloStages {
         extra.insert("removed".into(), json!(diff.removed));
         extra.insert("identical".into(), json!(identical));
         extra.insert("truncated".into(), json!(truncated));
+        extra.insert("normalized".into(), json!(normalize));
+        if let Some(c) = opcode_changes {
+            extra.insert("opcode_changes".into(), json!(c));
+        }
         Ok(ToolOutput::text("diff", text, extra))
     }
 }
