@@ -1,7 +1,7 @@
 //! Whole-process benchmark driver: aggregate every event of a capture by name (what the
 //! `aggregate_xplane_events` tool does), printing the top groups as JSON.
 //!
-//! `cargo run --release -p xprof-xspace --example scan -- CAPTURE [PLANE_REGEX] [EVENT_REGEX] [TOP_N]`
+//! `cargo run --release -p xprof-xspace --example xspace_scan -- CAPTURE [PLANE_REGEX] [EVENT_REGEX] [TOP_N]`
 //! where CAPTURE is an `.xplane.pb` file or a run directory (its first host is read);
 //! `--no-mmap` reads the file instead of mapping it.
 
@@ -56,7 +56,7 @@ fn main() -> std::process::ExitCode {
     let no_mmap = args.iter().any(|a| a == "--no-mmap");
     args.retain(|a| a != "--no-mmap");
     let Some(input) = args.first() else {
-        eprintln!("usage: scan CAPTURE [PLANE_REGEX] [EVENT_REGEX] [TOP_N]");
+        eprintln!("usage: xspace_scan CAPTURE [PLANE_REGEX] [EVENT_REGEX] [TOP_N]");
         return std::process::ExitCode::from(2);
     };
     let plane_re = regex::Regex::new(args.get(1).map_or(".*", |s| s)).expect("plane regex");
