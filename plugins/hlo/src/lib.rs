@@ -398,4 +398,60 @@ mod tests {
         assert_eq!(e.kind, ErrorKind::InvalidValue, "{}", e.message);
         assert!(e.message.contains("host0.xplane.pb"), "{}", e.message);
     }
+
+    /// The project's own captures against their committed XProf 2.24.2 outputs
+    /// (`fixtures/oracle/<run>/{cli,converters}`): runs without the shared corpus, so in CI.
+    #[test]
+    fn bundled_fixtures_match_committed_oracle() {
+        let root = xprof_plugin_api::sdk::testing::workspace_root(env!("CARGO_MANIFEST_DIR"));
+        let read = |p: std::path::PathBuf| -> Value {
+            serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()
+        };
+        for (run, module, node) in [
+            ("matmul", "jit_matmul(0)", "ynn_fusion"),
+            ("mlp_steps", "jit_train_step(2)", "tuple.3"),
+        ] {
+            let path = root
+                .join("fixtures/jax-cpu/logdir/plugins/profile")
+                .join(run)
+                .display()
+                .to_string();
+            let oracle = root.join("fixtures/oracle").join(run);
+            let got = call("list_hlo_modules", json!({"path": path})).unwrap();
+            assert_eq!(
+                got["modules"],
+                read(oracle.join("cli/list_hlo_modules.json"))["modules"],
+                "{run}"
+            );
+            let want = read(oracle.join("cli/query_hlo_graph.json"));
+            let got = call(
+                "query_hlo_graph",
+                json!({"path": path, "module_name": module}),
+            )
+            .unwrap();
+            for k in [
+                "entry_computation",
+                "computation_count",
+                "instruction_count",
+                "edge_count",
+                "fusion_count",
+                "custom_call_count",
+                "fusion_blocker_count",
+                "top_opcodes",
+            ] {
+                assert_eq!(got[k], want[k], "{run} summary.{k}");
+            }
+            let want = read(oracle.join("cli/query_hlo_graph.opcode_stats.json"));
+            let got = call(
+                "query_hlo_graph",
+                json!({"path": path, "module_name": module, "mode": "opcode_stats"}),
+            )
+            .unwrap();
+            assert_eq!(got["rows"], want["rows"], "{run}");
+            let want = read(oracle.join("converters/graph_viewer.adj_nodes.json"));
+            let got = call("get_graph_viewer", json!({"path": path, "module_name": module, "output_type": "adj_nodes", "node_name": node})).unwrap();
+            assert_eq!(got["operand_names"], want["operand_names"], "{run}");
+            assert_eq!(got["consumer_names"], want["consumer_names"], "{run}");
+        }
+    }
 }
