@@ -333,7 +333,7 @@ pub fn list_kernel_invocations(
         }
         let mut kernels = Vec::new();
         for (op, spans) in by_op {
-            let durs: Vec<i64> = spans.iter().map(|(s, e)| e - s).collect();
+            let durs: Vec<i64> = spans.iter().map(|(s, e)| e.saturating_sub(*s)).collect();
             let mut k = Map::new();
             k.insert("kernel".into(), json!(op));
             k.extend(duration_stats(&durs));
@@ -558,5 +558,58 @@ pub fn confirm_with_hlo(result: &mut Map<String, Value>, protos: &[HloCustomCall
                 k["hlo_confirmation_reason"] = reason;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod hostile_tests {
+    use super::*;
+    use xprof_testkit::XSpaceBuilder;
+
+    /// Extreme offsets and durations must not overflow or panic anywhere.
+    #[test]
+    fn extreme_timestamps_never_panic() {
+        let bytes = XSpaceBuilder::new()
+            .plane("/device:TPU:0", |p| {
+                p.line("XLA Ops", |l| {
+                    l.event("k.1", i64::MIN / 2, i64::MAX)
+                        .event("k.1", i64::MAX, i64::MAX)
+                })
+                .line("XLA TraceMe", |l| {
+                    l.event("ep_run_kernel", i64::MIN / 2, i64::MAX).event(
+                        "ep_wait_in",
+                        0,
+                        i64::MAX,
+                    )
+                })
+                .line("Tensor Core", |l| {
+                    l.event("bundle.1", 5, 0)
+                        .stat("long_name", "[1]  0xffffffffffffffff: x")
+                })
+                .line("_counters_", |l| {
+                    l.event("MXU", i64::MIN / 2, i64::MAX)
+                        .stat("% util", 50.0)
+                        .event("MXU", 0, i64::MAX)
+                        .stat("% util", f64::NAN)
+                        .event("Vector Fills", 0, 1)
+                        .stat("fills", 3u64)
+                })
+            })
+            .to_bytes();
+        let space = XSpace::from_bytes(bytes).unwrap();
+        let all = Regex::new(".*").unwrap();
+        let _ = check_kernel_profiling(&space);
+        let _ = list_kernel_invocations(&space, &all, 5);
+        for w in [
+            utilization::Window::Whole,
+            utilization::Window::Kernel("k".into()),
+            utilization::Window::Range(Some(i64::MIN), Some(i64::MAX)),
+        ] {
+            let _ = utilization::llo_utilization(&space, &w, 50);
+        }
+        let _ = stages::stage_breakdown(&space, Some(&all));
+        let _ = wall::device_busy_p50_ms(&space, &all);
+        let plane = device_planes(&space).remove(0);
+        let _ = utilization::decomposition(&plane, &all, &|_| Ok(None));
     }
 }

@@ -72,7 +72,9 @@ fn plane_breakdown(plane: &Plane<'_>, kernel: Option<&Regex>) -> Option<Value> {
     let mut durs: BTreeMap<String, Vec<i64>> = BTreeMap::new();
     let mut spans: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
     for (n, s) in &events {
-        durs.entry(n.clone()).or_default().push(s.1 - s.0);
+        durs.entry(n.clone())
+            .or_default()
+            .push(s.1.saturating_sub(s.0));
         spans.entry(n.clone()).or_default().push(*s);
     }
     let run = Windows::new(spans.get("ep_run_kernel").cloned().unwrap_or_default());
@@ -140,7 +142,7 @@ fn plane_breakdown(plane: &Plane<'_>, kernel: Option<&Regex>) -> Option<Value> {
                 k = 0;
                 last_step = Some(step);
             }
-            ordinal.entry(k).or_default().push(e - s);
+            ordinal.entry(k).or_default().push(e.saturating_sub(s));
             k += 1;
         }
         if ordinal.len() > 1 {

@@ -96,7 +96,7 @@ fn collect(
         if let Some(st) = ev.stat("% util") {
             samples.entry(unit).or_default().push(Sample {
                 start: s.0,
-                dur: (s.1 - s.0).max(0),
+                dur: s.1.saturating_sub(s.0).max(0),
                 value: st.double().unwrap_or(0.0),
             });
         } else {
@@ -182,7 +182,7 @@ pub fn plane_utilization(plane: &Plane<'_>, window: &Window, buckets: usize) -> 
                 json!("none — no sample carried a usable duration; values are unweighted"),
             );
         } else {
-            let tot: i64 = good.iter().map(|s| s.dur).sum();
+            let tot: i64 = good.iter().fold(0i64, |a, s| a.saturating_add(s.dur));
             let num: f64 = good.iter().map(|s| s.dur as f64 * s.value).sum();
             e.insert("mean_util_pct".into(), json!(round_to(num / tot as f64, 2)));
             let pairs: Vec<(i64, f64)> = good.iter().map(|s| (s.dur, s.value)).collect();
@@ -211,14 +211,14 @@ pub fn plane_utilization(plane: &Plane<'_>, window: &Window, buckets: usize) -> 
                     && s.dur == ke
                 {
                     repaired.push(Sample {
-                        dur: ke - s.start,
+                        dur: ke.saturating_sub(s.start),
                         ..*s
                     });
                 }
             }
             if !repaired.is_empty() {
                 let all: Vec<Sample> = good.iter().chain(repaired.iter()).copied().collect();
-                let tot: i64 = all.iter().map(|s| s.dur).sum();
+                let tot: i64 = all.iter().fold(0i64, |a, s| a.saturating_add(s.dur));
                 let num: f64 = all.iter().map(|s| s.dur as f64 * s.value).sum();
                 e.insert(
                     "repaired_samples".into(),
@@ -260,7 +260,7 @@ pub fn plane_utilization(plane: &Plane<'_>, window: &Window, buckets: usize) -> 
             for (t, d, v) in src {
                 let x = b.entry((t - t0) / width).or_default();
                 x.0 += d as f64 * v;
-                x.1 += d;
+                x.1 = x.1.saturating_add(d);
             }
             let tl: Vec<Value> = (0..buckets as i64)
                 .map(|i| {
@@ -632,7 +632,8 @@ pub fn decomposition(plane: &Plane<'_>, kernel: &Regex, source: MatrixSource<'_>
         let markers = super::stages::markers_by_stage(plane, &events, &w);
         let mut totals: BTreeMap<String, i64> = BTreeMap::new();
         for (n, (s, e)) in &events {
-            *totals.entry(n.clone()).or_default() += e - s;
+            let t = totals.entry(n.clone()).or_default();
+            *t = t.saturating_add(e.saturating_sub(*s));
         }
         let mut stages = Map::new();
         let mut unjoined = Vec::new();

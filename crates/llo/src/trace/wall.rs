@@ -25,7 +25,7 @@ pub fn device_busy_p50_ms(space: &XSpace, kernel: &Regex) -> Option<f64> {
             kernel_spans(p, kernel)
                 .into_values()
                 .flatten()
-                .map(|(s, e)| e - s)
+                .map(|(s, e)| e.saturating_sub(s))
                 .collect::<Vec<_>>()
         })
         .collect();
