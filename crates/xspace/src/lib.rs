@@ -71,6 +71,31 @@ use wire::{Field, Fields, WireError, WireResult};
 /// read for tiny files, and an empty file cannot be mapped).
 const MMAP_THRESHOLD: u64 = 256 * 1024;
 
+/// Stat name → id. Looked up once per `stat(name)` call, often per event, so it uses FNV-1a:
+/// names are short, trusted (they come from the capture's own small table) and SipHash's
+/// flooding resistance buys nothing here.
+type NameMap = HashMap<Box<str>, i64, std::hash::BuildHasherDefault<Fnv>>;
+
+/// FNV-1a, 64-bit.
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}
+
 /// A byte range `[start, end)` of the file.
 type Span = (usize, usize);
 
@@ -172,7 +197,7 @@ struct PlaneData {
     event_index: IdIndex,
     stat_metadata: Vec<StatMetaData>,
     stat_index: IdIndex,
-    stat_by_name: HashMap<Box<str>, i64>,
+    stat_by_name: NameMap,
     device_offset_id: Option<i64>,
     device_duration_id: Option<i64>,
 }
@@ -530,7 +555,8 @@ fn parse_plane(
             em_mismatch + sm_mismatch
         ));
     }
-    let mut stat_by_name: HashMap<Box<str>, i64> = HashMap::with_capacity(stat_metadata.len());
+    let mut stat_by_name: NameMap =
+        HashMap::with_capacity_and_hasher(stat_metadata.len(), Default::default());
     let mut dup_names = 0;
     for m in &stat_metadata {
         let n = std::str::from_utf8(&buf[m.name.0..m.name.1]).unwrap_or("");
