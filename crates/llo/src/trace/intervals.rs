@@ -58,7 +58,7 @@ pub fn covered(union: &[(i64, i64)], (s, e): (i64, i64)) -> i64 {
         return 0;
     }
     let mut k = union.partition_point(|(_, we)| *we <= s);
-    let mut total = 0;
+    let mut total: i64 = 0;
     while k < union.len() && union[k].0 < e {
         total = total.saturating_add(union[k].1.min(e).saturating_sub(union[k].0.max(s)));
         k += 1;
