@@ -42,7 +42,7 @@ pub fn plugin_dir() -> &'static Path {
             .expect("running the nested cargo build of the plugins");
         assert!(
             out.status.success(),
-            "building the plugins failed: {}",
+            "building the plugins failed: {} (cargo's errors are above; in a shared checkout another change may not compile yet)",
             out.status
         );
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
