@@ -909,11 +909,61 @@ impl<'p> ModuleView<'p> {
         Some((operands, users))
     }
 
+    /// The computation an async op wraps, when it holds nothing but parameters and one root
+    /// fed by them in order (XLA's `CanExpandIntoSingleInstruction`).
+    fn expandable_async_computation(&self, ci: usize) -> Option<&'p HloInstructionProto> {
+        let list = &self.instrs[ci];
+        let root = list.get(self.root_index(ci)?)?;
+        let params: Vec<&HloInstructionProto> = list
+            .iter()
+            .copied()
+            .filter(|i| i.opcode == "parameter")
+            .collect();
+        if params.len() + 1 != list.len() || root.opcode == "parameter" {
+            return None;
+        }
+        let mut by_number = params.clone();
+        by_number.sort_by_key(|p| p.parameter_number);
+        let ids: Vec<i64> = by_number.iter().map(|p| p.id).collect();
+        (root.operand_ids == ids).then_some(root)
+    }
+
+    /// The instruction an async op wraps, when XLA would print it with syntax sugar.
+    fn async_wrapped(&self, ins: &HloInstructionProto) -> Option<&'p HloInstructionProto> {
+        if !matches!(
+            ins.opcode.as_str(),
+            "async-start" | "async-update" | "async-done"
+        ) {
+            return None;
+        }
+        let ci = *self.comp_by_id.get(ins.called_computation_ids.first()?)?;
+        self.expandable_async_computation(ci)
+    }
+
+    fn sugared_async_computations(&self) -> HashSet<usize> {
+        self.instrs
+            .iter()
+            .flatten()
+            .filter(|i| self.async_wrapped(i).is_some())
+            .filter_map(|i| {
+                self.comp_by_id
+                    .get(i.called_computation_ids.first()?)
+                    .copied()
+            })
+            .collect()
+    }
+
     /// `HloModule::ToString(options)`.
     pub fn print(&self, opts: &PrintOptions) -> String {
         let mut out = String::with_capacity(64 * 1024);
         self.print_header(&mut out, opts);
+        let sugared: HashSet<usize> = self.sugared_async_computations();
         for ci in self.computation_post_order() {
+            // With XLA's async syntax sugar the wrapped computation is implied by the
+            // `<op>-start`/`-done` instructions and not printed.
+            if sugared.contains(&ci) {
+                continue;
+            }
             if Some(ci) == self.entry {
                 out.push_str("ENTRY ");
             }
@@ -1081,7 +1131,17 @@ impl<'p> ModuleView<'p> {
             write_shape(out, s, true);
         }
         out.push(' ');
-        out.push_str(&ins.opcode);
+        match self.async_wrapped(ins) {
+            Some(w) => {
+                out.push_str(&w.opcode);
+                out.push_str(match ins.opcode.as_str() {
+                    "async-start" => "-start",
+                    "async-update" => "-update",
+                    _ => "-done",
+                });
+            }
+            None => out.push_str(&ins.opcode),
+        }
         out.push('(');
         match ins.opcode.as_str() {
             "parameter" => {
@@ -1166,6 +1226,33 @@ impl<'p> ModuleView<'p> {
     /// `PrintExtraAttributes`: the opcode's own attributes, then called computations,
     /// sharding, frontend attributes and control predecessors.
     fn extra_attributes(
+        &self,
+        ins: &HloInstructionProto,
+        opts: &PrintOptions,
+        a: &mut Vec<String>,
+    ) {
+        if let Some(wrapped) = self.async_wrapped(ins) {
+            // `<op>-start(...)` carries the wrapped op's attributes (and a non-main thread).
+            if ins.opcode == "async-start"
+                && !ins.async_execution_thread.is_empty()
+                && ins.async_execution_thread != "main"
+            {
+                a.push(format!(
+                    "async_execution_thread=\"{}\"",
+                    ins.async_execution_thread
+                ));
+            }
+            self.extra_attributes(wrapped, opts, a);
+            self.common_attributes(ins, opts, a);
+            return;
+        }
+        self.opcode_attributes(ins, opts, a);
+        self.common_attributes(ins, opts, a);
+    }
+
+    /// The opcode's own attributes and its called computations (`PrintExtraAttributesImpl`
+    /// plus the subcomputation names).
+    fn opcode_attributes(
         &self,
         ins: &HloInstructionProto,
         opts: &PrintOptions,
@@ -1576,6 +1663,16 @@ impl<'p> ModuleView<'p> {
                 }
             }
         }
+    }
+
+    /// Sharding, frontend attributes and control predecessors, which every instruction prints.
+    fn common_attributes(
+        &self,
+        ins: &HloInstructionProto,
+        opts: &PrintOptions,
+        a: &mut Vec<String>,
+    ) {
+        let pct = opts.percent();
         if let Some(s) = &ins.sharding {
             a.push(format!("sharding={}", sharding_string(s)));
         }
@@ -1677,5 +1774,88 @@ mod tests {
     fn escapes_like_absl() {
         assert_eq!(c_escape("params[0]['b']"), "params[0][\\'b\\']");
         assert_eq!(c_escape("a\"b\n"), "a\\\"b\\n");
+    }
+}
+
+#[cfg(test)]
+mod async_tests {
+    use super::*;
+    use xprof_proto::xla::{HloComputationProto, HloInstructionProto, HloModuleProto, ShapeProto};
+
+    fn shape() -> Option<ShapeProto> {
+        Some(ShapeProto {
+            element_type: PrimitiveType::F32 as i32,
+            dimensions: vec![4],
+            ..Default::default()
+        })
+    }
+
+    fn ins(id: i64, name: &str, op: &str, operands: Vec<i64>) -> HloInstructionProto {
+        HloInstructionProto {
+            id,
+            name: name.into(),
+            opcode: op.into(),
+            shape: shape(),
+            operand_ids: operands,
+            ..Default::default()
+        }
+    }
+
+    /// An async op wrapping one instruction prints as `<op>-start`/`-done` with the wrapped
+    /// op's attributes, and its wrapped computation is not printed.
+    #[test]
+    fn async_syntax_sugar() {
+        let wrapped = HloComputationProto {
+            id: 1,
+            name: "wrapped_negate".into(),
+            root_id: 2,
+            instructions: vec![
+                HloInstructionProto {
+                    parameter_number: 0,
+                    ..ins(1, "p", "parameter", vec![])
+                },
+                ins(2, "neg", "negate", vec![1]),
+            ],
+            ..Default::default()
+        };
+        let mut start = ins(11, "negate-start", "async-start", vec![10]);
+        start.called_computation_ids = vec![1];
+        start.shape = Some(ShapeProto {
+            element_type: PrimitiveType::Tuple as i32,
+            tuple_shapes: vec![shape().unwrap(), shape().unwrap()],
+            ..Default::default()
+        });
+        let mut done = ins(12, "negate-done", "async-done", vec![11]);
+        done.called_computation_ids = vec![1];
+        let entry = HloComputationProto {
+            id: 2,
+            name: "main".into(),
+            root_id: 12,
+            instructions: vec![
+                HloInstructionProto {
+                    parameter_number: 0,
+                    ..ins(10, "x", "parameter", vec![])
+                },
+                start,
+                done,
+            ],
+            ..Default::default()
+        };
+        let m = HloModuleProto {
+            name: "m".into(),
+            entry_computation_id: 2,
+            computations: vec![wrapped, entry],
+            ..Default::default()
+        };
+        let text = print_module(&m, &PrintOptions::short());
+        assert!(!text.contains("wrapped_negate {"), "{text}");
+        assert!(
+            text.contains("negate-start = (f32[4], f32[4]) negate-start(x)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ROOT negate-done = f32[4] negate-done(negate-start)\n"),
+            "{text}"
+        );
     }
 }
