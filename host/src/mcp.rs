@@ -73,10 +73,18 @@ struct McpOpts {
     roots: Vec<PathBuf>,
 }
 
+/// `--http` without an address.
+const DEFAULT_HTTP: &str = "127.0.0.1:8792";
+
 fn parse_opts(args: &[String]) -> Result<McpOpts, ToolError> {
     let mut o = McpOpts::default();
-    let mut it = args.iter();
+    let mut it = args.iter().peekable();
     while let Some(a) = it.next() {
+        // A bare `--http` (nothing after it, or another flag) means the default address.
+        if a == "--http" && it.peek().is_none_or(|n| n.starts_with("--")) {
+            o.http = Some(DEFAULT_HTTP.to_string());
+            continue;
+        }
         let (name, inline) = match a.split_once('=') {
             Some((n, v)) if a.starts_with("--") => (n.to_string(), Some(v.to_string())),
             _ => (a.clone(), None),
@@ -84,7 +92,7 @@ fn parse_opts(args: &[String]) -> Result<McpOpts, ToolError> {
         let mut value = |flag: &str| -> Result<String, ToolError> {
             inline
                 .clone()
-                .or_else(|| it.next().cloned())
+                .or_else(|| it.next_if(|n| !n.starts_with("--")).cloned())
                 .filter(|v| !v.is_empty())
                 .ok_or_else(|| {
                     ToolError::usage(format!("flag {flag} needs a value"))
@@ -115,11 +123,12 @@ fn parse_opts(args: &[String]) -> Result<McpOpts, ToolError> {
 const HELP: &str = "\
 xprof mcp: serve every xprof tool over the Model Context Protocol
 
-Usage: xprof mcp [--http ADDR] [--token TOKEN] [--root DIR]...
+Usage: xprof mcp [--http [ADDR]] [--token TOKEN] [--root DIR]...
 
   (default)        stdio transport: the client starts `xprof mcp` and speaks JSON-RPC on stdin/stdout
-  --http ADDR      streamable HTTP at http://ADDR/mcp (e.g. 127.0.0.1:8792; port 0 picks a free one;
-                   the bound URL is the first line on stdout). Loopback only unless --token is set.
+  --http [ADDR]    streamable HTTP at http://ADDR/mcp (default 127.0.0.1:8792; a bare port means
+                   127.0.0.1:PORT; port 0 picks a free one; the bound URL is the first line on
+                   stdout). Loopback only unless --token is set.
   --token TOKEN    require `Authorization: Bearer TOKEN` over HTTP (default: $XPROF_MCP_TOKEN)
   --root DIR       directory that path arguments must lie in (repeatable). Default: $XPROF_LOGDIR,
                    $XLA_HLO_DUMP_DIR and $XLA_JF_DUMP_DIR where set, else the working directory.
@@ -752,6 +761,33 @@ mod tests {
             let e = validate(&t, &args(bad.clone())).unwrap_err();
             assert!(e.contains(needle), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn mcp_options() {
+        let o = |a: &[&str]| parse_opts(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(o(&["--http"]).unwrap().http.as_deref(), Some(DEFAULT_HTTP));
+        let x = o(&["--http", "--root", "/r", "--http=:9"]).unwrap();
+        assert_eq!(x.http.as_deref(), Some(":9"));
+        assert_eq!(x.roots, [PathBuf::from("/r")]);
+        assert_eq!(
+            o(&["--http", "8000"]).unwrap().http.as_deref(),
+            Some("8000")
+        );
+        assert!(
+            o(&["--root"])
+                .unwrap_err()
+                .message
+                .contains("--root needs a value")
+        );
+        assert!(o(&["--root", "--http"]).is_err());
+        assert!(o(&["--token="]).is_err());
+        assert!(
+            o(&["stdio"])
+                .unwrap_err()
+                .message
+                .contains("unknown argument `stdio`")
+        );
     }
 
     #[test]

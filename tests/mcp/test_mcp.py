@@ -307,7 +307,7 @@ def test_bad_mcp_arguments_are_usage_errors(xprof_bin, plugin_dir, cache_dir):
     for args, code, needle in [
         (["--bogus"], 2, "unknown argument `--bogus`"),
         (["--root", "/no/such/dir"], 3, "--root /no/such/dir"),
-        (["--http"], 2, "--http needs a value"),
+        (["--token"], 2, "--token needs a value"),
         (["--http", "256.0.0.1:1"], 2, "cannot listen"),
     ]:
         proc = subprocess.run(
