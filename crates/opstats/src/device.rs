@@ -177,7 +177,7 @@ pub fn tensor_core_db(plane: &Plane) -> OpMetricsDb {
     let total = if first == i64::MAX || last < first {
         0
     } else {
-        (last - first) as u64
+        crate::nesting::span_len(first, last)
     };
     builder.finish(total)
 }
@@ -218,20 +218,21 @@ impl DutyCycle {
             match cur {
                 Some((cb, ce)) if b <= ce => cur = Some((cb, ce.max(e))),
                 Some((cb, ce)) => {
-                    total += (ce - cb) as u64;
+                    total = total.saturating_add(crate::nesting::span_len(cb, ce));
                     cur = Some((b, e));
                 }
                 None => cur = Some((b, e)),
             }
         }
         if let Some((cb, ce)) = cur {
-            total += (ce - cb) as u64;
+            total = total.saturating_add(crate::nesting::span_len(cb, ce));
         }
         total
     }
 
     pub fn window_ps(&self) -> u64 {
-        self.window.map_or(0, |(b, e)| (e - b).max(0) as u64)
+        self.window
+            .map_or(0, |(b, e)| crate::nesting::span_len(b, e))
     }
 
     pub fn idle_ps(&self) -> u64 {
@@ -279,16 +280,26 @@ impl DutyCycleCombiner {
         match chip {
             Some(c) => self.chips.entry(c).or_default().union(t),
             None => {
-                self.active += t.active_ps();
-                self.idle += t.idle_ps();
+                self.active = self.active.saturating_add(t.active_ps());
+                self.idle = self.idle.saturating_add(t.idle_ps());
             }
         }
     }
     pub fn active_ps(&self) -> u64 {
-        self.active + self.chips.values().map(DutyCycle::active_ps).sum::<u64>()
+        self.active
+            + self
+                .chips
+                .values()
+                .map(DutyCycle::active_ps)
+                .fold(0u64, u64::saturating_add)
     }
     pub fn idle_ps(&self) -> u64 {
-        self.idle + self.chips.values().map(DutyCycle::idle_ps).sum::<u64>()
+        self.idle
+            + self
+                .chips
+                .values()
+                .map(DutyCycle::idle_ps)
+                .fold(0u64, u64::saturating_add)
     }
 }
 
@@ -380,8 +391,8 @@ fn nvidia_peak_tflops(plane: &Plane) -> Option<f64> {
     if s.str(StatKey::DeviceVendor) != Some("Nvidia") {
         return None;
     }
-    let cap = s.i64(StatKey::ComputeCapMajor)? as u32 * 1000
-        + s.i64(StatKey::ComputeCapMinor).unwrap_or(0) as u32 * 10;
+    let cap = s.i64(StatKey::ComputeCapMajor)?.clamp(0, 1000) as u32 * 1000
+        + s.i64(StatKey::ComputeCapMinor).unwrap_or(0).clamp(0, 99) as u32 * 10;
     // The highest known capability at or below this one (XProf falls back the same way).
     let per_cycle = NVIDIA_FLOPS_PER_SM_PER_CYCLE
         .iter()
@@ -504,7 +515,7 @@ pub fn gpu_db(plane: &Plane, modules: &HashMap<u64, HloModuleInfo>) -> (OpMetric
                 continue;
             };
             let Some(instr) = modules.get(&pid).and_then(|m| m.instructions.get(&op_name)) else {
-                dropped += 1;
+                dropped = dropped.saturating_add(1);
                 continue;
             };
             let group = e.stats.i64(StatKey::GroupId).unwrap_or(-1);
@@ -534,7 +545,7 @@ pub fn gpu_db(plane: &Plane, modules: &HashMap<u64, HloModuleInfo>) -> (OpMetric
                 cur = Some((pid, op_name, group, 0, t));
             }
             if let Some(c) = cur.as_mut() {
-                c.3 += e.duration_ps.max(0) as u64;
+                c.3 = c.3.saturating_add(e.duration_ps.max(0) as u64);
             }
         }
         flush(&mut cur, &mut b);
@@ -542,7 +553,7 @@ pub fn gpu_db(plane: &Plane, modules: &HashMap<u64, HloModuleInfo>) -> (OpMetric
     let total = if first == i64::MAX {
         0
     } else {
-        (last - first).max(0) as u64
+        crate::nesting::span_len(first, last)
     };
     (b.finish(total, true), dropped)
 }

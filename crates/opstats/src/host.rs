@@ -44,7 +44,7 @@ fn framework_line_db(line: &Line, named: &[Option<(String, String)>]) -> Option<
     let mut next_id = 0u32;
     for e in &line.events {
         let mut push = |name: &str, kind: &str, eager: bool| {
-            next_id += 1;
+            next_id = next_id.saturating_add(1);
             acts.push(Act {
                 ts: e.start_ps,
                 id: next_id,
@@ -89,7 +89,7 @@ fn framework_line_db(line: &Line, named: &[Option<(String, String)>]) -> Option<
         };
         let (_, start, children) = stack[pos];
         stack.truncate(pos);
-        let dur = (a.ts - start).max(0) as u64;
+        let dur = crate::nesting::span_len(start, a.ts);
         let kind = if a.kind.is_empty() {
             "Unknown"
         } else {
@@ -103,7 +103,7 @@ fn framework_line_db(line: &Line, named: &[Option<(String, String)>]) -> Option<
             }
         });
         if let Some(top) = stack.last_mut() {
-            top.2 += dur;
+            top.2 = top.2.saturating_add(dur);
         }
     }
     let total = (acts.last().map_or(0, |a| a.ts) - acts.first().map_or(0, |a| a.ts)).max(0) as u64;
@@ -195,7 +195,7 @@ pub fn host_xla_op_db(plane: &Plane, modules: &HashMap<u64, HloModuleInfo>) -> O
                 op
             });
         });
-        c.combine(&b.finish((last - first).max(0) as u64, true), true);
+        c.combine(&b.finish(crate::nesting::span_len(first, last), true), true);
     }
     any.then(|| c.finish())
 }

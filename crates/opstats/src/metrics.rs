@@ -122,7 +122,7 @@ impl OpMetrics {
             .iter()
             .filter(|m| m.memory_space == space && (kind == AccessKind::Unknown || m.kind == kind))
             .map(|m| m.bytes)
-            .sum()
+            .fold(0, |a, b| a.saturating_add(b))
     }
 
     /// HBM bytes: the breakdown's HBM entries, or all bytes when there is no breakdown.
@@ -155,21 +155,25 @@ impl OpMetrics {
             self.min_time_ps = self.min_time_ps.min(src.min_time_ps);
         }
         if update_num_cores {
-            self.num_cores += 1;
+            self.num_cores = self.num_cores.saturating_add(1);
         } else if first {
             self.num_cores = src.num_cores;
         }
-        self.occurrences += src.occurrences;
-        self.time_ps += src.time_ps;
-        self.self_time_ps += src.self_time_ps;
-        self.normalized_time_ps += src.normalized_time_ps;
-        self.dma_stall_ps += src.dma_stall_ps;
-        self.flops += src.flops;
-        self.model_flops += src.model_flops;
-        self.bytes_accessed += src.bytes_accessed;
-        self.event_flops += src.event_flops;
-        self.event_model_flops += src.event_model_flops;
-        self.event_bytes_accessed += src.event_bytes_accessed;
+        self.occurrences = self.occurrences.saturating_add(src.occurrences);
+        self.time_ps = self.time_ps.saturating_add(src.time_ps);
+        self.self_time_ps = self.self_time_ps.saturating_add(src.self_time_ps);
+        self.normalized_time_ps = self
+            .normalized_time_ps
+            .saturating_add(src.normalized_time_ps);
+        self.dma_stall_ps = self.dma_stall_ps.saturating_add(src.dma_stall_ps);
+        self.flops = self.flops.saturating_add(src.flops);
+        self.model_flops = self.model_flops.saturating_add(src.model_flops);
+        self.bytes_accessed = self.bytes_accessed.saturating_add(src.bytes_accessed);
+        self.event_flops = self.event_flops.saturating_add(src.event_flops);
+        self.event_model_flops = self.event_model_flops.saturating_add(src.event_model_flops);
+        self.event_bytes_accessed = self
+            .event_bytes_accessed
+            .saturating_add(src.event_bytes_accessed);
         self.vdd_energy_j += src.vdd_energy_j;
         for m in &src.memory_accessed {
             match self
@@ -177,7 +181,7 @@ impl OpMetrics {
                 .iter_mut()
                 .find(|d| d.kind == m.kind && d.memory_space == m.memory_space)
             {
-                Some(d) => d.bytes += m.bytes,
+                Some(d) => d.bytes = d.bytes.saturating_add(m.bytes),
                 None => self.memory_accessed.push(*m),
             }
         }
@@ -258,11 +262,17 @@ impl DbCombiner {
     }
 
     pub fn combine(&mut self, src: &OpMetricsDb, update_num_cores: bool) {
-        self.db.total_time_ps += src.total_time_ps;
-        self.db.total_op_time_ps += src.total_op_time_ps;
-        self.db.normalized_total_op_time_ps += src.normalized_total_op_time_ps;
-        self.db.busy_time_ps += src.busy_time_ps;
-        self.db.idle_time_ps += src.idle_time_ps;
+        self.db.total_time_ps = self.db.total_time_ps.saturating_add(src.total_time_ps);
+        self.db.total_op_time_ps = self
+            .db
+            .total_op_time_ps
+            .saturating_add(src.total_op_time_ps);
+        self.db.normalized_total_op_time_ps = self
+            .db
+            .normalized_total_op_time_ps
+            .saturating_add(src.normalized_total_op_time_ps);
+        self.db.busy_time_ps = self.db.busy_time_ps.saturating_add(src.busy_time_ps);
+        self.db.idle_time_ps = self.db.idle_time_ps.saturating_add(src.idle_time_ps);
         for m in &src.metrics {
             if m.is_idle() {
                 self.idle.combine_from(m, false);
@@ -304,16 +314,19 @@ impl KeyedDbBuilder {
         match self.index.get(&key) {
             Some(&i) => {
                 let dst = &mut self.ops[i];
-                dst.occurrences += op.occurrences;
-                dst.time_ps += op.time_ps;
-                dst.self_time_ps += op.self_time_ps;
+                dst.occurrences = dst.occurrences.saturating_add(op.occurrences);
+                dst.time_ps = dst.time_ps.saturating_add(op.time_ps);
+                dst.self_time_ps = dst.self_time_ps.saturating_add(op.self_time_ps);
                 dst.min_time_ps = dst.min_time_ps.min(op.min_time_ps);
-                dst.normalized_time_ps += op.normalized_time_ps;
-                dst.dma_stall_ps += op.dma_stall_ps;
+                dst.normalized_time_ps =
+                    dst.normalized_time_ps.saturating_add(op.normalized_time_ps);
+                dst.dma_stall_ps = dst.dma_stall_ps.saturating_add(op.dma_stall_ps);
                 dst.vdd_energy_j += op.vdd_energy_j;
-                dst.event_flops += op.event_flops;
-                dst.event_model_flops += op.event_model_flops;
-                dst.event_bytes_accessed += op.event_bytes_accessed;
+                dst.event_flops = dst.event_flops.saturating_add(op.event_flops);
+                dst.event_model_flops = dst.event_model_flops.saturating_add(op.event_model_flops);
+                dst.event_bytes_accessed = dst
+                    .event_bytes_accessed
+                    .saturating_add(op.event_bytes_accessed);
             }
             None => {
                 let mut op = op;
@@ -330,17 +343,17 @@ impl KeyedDbBuilder {
         let mut db = OpMetricsDb::default();
         for mut op in self.ops {
             let n = op.occurrences;
-            op.flops *= n;
+            op.flops = op.flops.saturating_mul(n);
             op.model_flops = if op.model_flops > 0 {
                 op.model_flops * n
             } else {
                 op.flops
             };
-            op.bytes_accessed *= n;
+            op.bytes_accessed = op.bytes_accessed.saturating_mul(n);
             for m in &mut op.memory_accessed {
-                m.bytes *= n;
+                m.bytes = m.bytes.saturating_mul(n);
             }
-            db.total_op_time_ps += op.self_time_ps;
+            db.total_op_time_ps = db.total_op_time_ps.saturating_add(op.self_time_ps);
             db.normalized_total_op_time_ps += (op.self_time_ps as f64
                 * safe_div(op.normalized_time_ps as f64, op.time_ps as f64))
                 as u64;
@@ -393,10 +406,10 @@ impl NamedDbBuilder {
             }
         };
         let op = &mut self.ops[i];
-        op.occurrences += 1;
-        op.time_ps += time_ps;
-        op.self_time_ps += self_time_ps;
-        op.normalized_time_ps += time_ps;
+        op.occurrences = op.occurrences.saturating_add(1);
+        op.time_ps = op.time_ps.saturating_add(time_ps);
+        op.self_time_ps = op.self_time_ps.saturating_add(self_time_ps);
+        op.normalized_time_ps = op.normalized_time_ps.saturating_add(time_ps);
         op.min_time_ps = op.min_time_ps.min(time_ps);
     }
 
@@ -409,21 +422,23 @@ impl NamedDbBuilder {
         let mut db = OpMetricsDb::default();
         for mut op in self.ops {
             let n = op.occurrences;
-            op.flops *= n;
+            op.flops = op.flops.saturating_mul(n);
             op.model_flops = if op.model_flops > 0 {
                 op.model_flops * n
             } else {
                 op.flops
             };
-            op.bytes_accessed *= n;
+            op.bytes_accessed = op.bytes_accessed.saturating_mul(n);
             for m in &mut op.memory_accessed {
-                m.bytes *= n;
+                m.bytes = m.bytes.saturating_mul(n);
             }
             if op.min_time_ps == u64::MAX {
                 op.min_time_ps = 0;
             }
-            db.total_op_time_ps += op.self_time_ps;
-            db.normalized_total_op_time_ps += op.self_time_ps;
+            db.total_op_time_ps = db.total_op_time_ps.saturating_add(op.self_time_ps);
+            db.normalized_total_op_time_ps = db
+                .normalized_total_op_time_ps
+                .saturating_add(op.self_time_ps);
             db.metrics.push(op);
         }
         db.total_time_ps = total_time_ps.max(db.total_op_time_ps);

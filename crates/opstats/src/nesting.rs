@@ -4,6 +4,11 @@
 //! the innermost open span that fully contains it; self time = duration − Σ direct children.
 //! Partial overlaps are siblings (the earlier span is closed first).
 
+/// Length of `[begin, end]` in ps: 0 when empty, computed without overflow.
+pub fn span_len(begin: i64, end: i64) -> u64 {
+    (end as i128 - begin as i128).clamp(0, u64::MAX as i128) as u64
+}
+
 /// One span to nest: `[begin, begin+dur]`, and a caller index to report back.
 #[derive(Clone, Copy, Debug)]
 pub struct Span {

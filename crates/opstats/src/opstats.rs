@@ -100,7 +100,7 @@ pub fn build(space: &HostSpace) -> OpStats {
     let mut device_db = OpMetricsDb::default();
     let mut duty_busy = 0;
     let mut duty_idle = 0;
-    let mut dropped = 0;
+    let mut dropped = 0u64;
     if hardware_type == HardwareType::Tpu {
         let per_core: Vec<(OpMetricsDb, DutyCycle, Option<u32>)> = tpu
             .par_iter()
@@ -123,7 +123,7 @@ pub fn build(space: &HostSpace) -> OpStats {
         let mut c = DbCombiner::new();
         for (db, d) in &per_core {
             c.combine(db, true);
-            dropped += d;
+            dropped = dropped.saturating_add(*d);
         }
         device_db = c.finish();
     }
@@ -222,19 +222,37 @@ pub fn combine(mut hosts: Vec<OpStats>) -> Option<OpStats> {
     out.device_db = dev.finish();
     out.host_db = host.finish();
     out.host_xla_db = any_host_xla.then(|| host_xla.finish());
-    out.duty_busy_ps = hosts.iter().map(|h| h.duty_busy_ps).sum();
-    out.duty_idle_ps = hosts.iter().map(|h| h.duty_idle_ps).sum();
+    out.duty_busy_ps = hosts
+        .iter()
+        .map(|h| h.duty_busy_ps)
+        .fold(0, |a, b| a.saturating_add(b));
+    out.duty_idle_ps = hosts
+        .iter()
+        .map(|h| h.duty_idle_ps)
+        .fold(0, |a, b| a.saturating_add(b));
     out.device_db.busy_time_ps = out.duty_busy_ps;
     out.device_db.idle_time_ps = out.duty_idle_ps;
-    out.run_env.host_count = hosts.iter().map(|h| h.run_env.host_count).sum();
-    out.run_env.task_count = hosts.iter().map(|h| h.run_env.task_count).sum();
-    out.run_env.device_core_count = hosts.iter().map(|h| h.run_env.device_core_count).sum();
+    out.run_env.host_count = hosts
+        .iter()
+        .map(|h| h.run_env.host_count)
+        .fold(0, |a, b| a.saturating_add(b));
+    out.run_env.task_count = hosts
+        .iter()
+        .map(|h| h.run_env.task_count)
+        .fold(0, |a, b| a.saturating_add(b));
+    out.run_env.device_core_count = hosts
+        .iter()
+        .map(|h| h.run_env.device_core_count)
+        .fold(0, |a, b| a.saturating_add(b));
     out.run_env.hostnames = hosts
         .iter()
         .flat_map(|h| h.run_env.hostnames.clone())
         .collect();
     out.run_env.is_training = hosts.iter().any(|h| h.run_env.is_training);
-    out.gpu_kernels_without_hlo = hosts.iter().map(|h| h.gpu_kernels_without_hlo).sum();
+    out.gpu_kernels_without_hlo = hosts
+        .iter()
+        .map(|h| h.gpu_kernels_without_hlo)
+        .fold(0, |a, b| a.saturating_add(b));
     for h in &hosts {
         for (k, v) in &h.program_names {
             out.program_names.entry(*k).or_insert_with(|| v.clone());
@@ -252,7 +270,8 @@ pub fn combine(mut hosts: Vec<OpStats>) -> Option<OpStats> {
             for s in a.iter_mut() {
                 if let Some(t) = b.iter().find(|t| t.step_num == s.step_num) {
                     for (core, cs) in &t.per_core {
-                        s.per_core.insert(hi as i64 * 1_000_000 + core, cs.clone());
+                        s.per_core
+                            .insert((hi as i64 * 1_000_000).wrapping_add(*core), cs.clone());
                     }
                 }
             }

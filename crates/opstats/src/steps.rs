@@ -335,13 +335,15 @@ pub fn generic_breakdown(spans: &[(EventType, i64, i64)], begin: i64, end: i64) 
             .unwrap_or(EventType::Unknown);
         let (s, e) = (t0.max(begin), w[1].0.min(end));
         if e > s {
-            out[top.generic()] += (e - s) as u64;
-            covered += (e - s) as u64;
+            let len = crate::nesting::span_len(s, e);
+            out[top.generic()] = out[top.generic()].saturating_add(len);
+            covered = covered.saturating_add(len);
         }
     }
-    let dur = (end - begin).max(0) as u64;
+    let dur = crate::nesting::span_len(begin, end);
     if covered < dur {
-        out[EventType::Unknown.generic()] += dur - covered;
+        let u = EventType::Unknown.generic();
+        out[u] = out[u].saturating_add(dur - covered);
     }
     out
 }
@@ -456,7 +458,7 @@ fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>) {
                 let m = markers
                     .entry(gid)
                     .or_insert((e.start_ps, e.end_ps(), label.clone()));
-                if e.duration_ps > m.1 - m.0 {
+                if e.duration_ps as i128 > m.1 as i128 - m.0 as i128 {
                     *m = (e.start_ps, e.end_ps(), label);
                 }
             } else if is_real_cpu_compute(name) {
@@ -497,7 +499,7 @@ fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>) {
             0,
             CoreStep {
                 begin_ps: b,
-                duration_ps: (e - b) as u64,
+                duration_ps: crate::nesting::span_len(b, e),
                 generic_ps: generic,
                 category_ps: BTreeMap::new(),
             },
@@ -524,9 +526,10 @@ fn tpu_core_step_spans(plane: &Plane) -> Option<StepSpans> {
         let id = e.stats.i64(StatKey::GroupId).unwrap_or(i as i64);
         let (b, d) = device_span(e);
         // Consecutive step events of one group are one step.
-        let ent = m.entry(id).or_insert((b, b + d, id.to_string()));
+        let end = b.saturating_add(d);
+        let ent = m.entry(id).or_insert((b, end, id.to_string()));
         ent.0 = ent.0.min(b);
-        ent.1 = ent.1.max(b + d);
+        ent.1 = ent.1.max(end);
     }
     Some(m)
 }
@@ -541,7 +544,7 @@ fn category_breakdown(plane: &Plane, b: i64, e: i64) -> BTreeMap<String, u64> {
             .enumerate()
             .filter_map(|(i, ev)| {
                 let (s, d) = device_span(ev);
-                (s >= b && s + d <= e).then_some(Span {
+                (s >= b && s.saturating_add(d) <= e).then_some(Span {
                     begin: s,
                     dur: d,
                     index: i,
@@ -558,7 +561,8 @@ fn category_breakdown(plane: &Plane, b: i64, e: i64) -> BTreeMap<String, u64> {
                 .str(StatKey::HloCategory)
                 .unwrap_or("unknown")
                 .to_string();
-            *out.entry(cat).or_insert(0) += dur.saturating_sub(children);
+            let v = out.entry(cat).or_insert(0u64);
+            *v = v.saturating_add(dur.saturating_sub(children));
         });
     }
     out
@@ -589,8 +593,8 @@ fn tpu_steps(tpu: &[&Plane]) -> Option<(StepsSource, Vec<Step>)> {
             let (b, e, _) = m[&id];
             let plane = tpu.iter().find(|p| p.id == *core).expect("core plane");
             let mut cats = category_breakdown(plane, b, e);
-            let busy: u64 = cats.values().sum();
-            let dur = (e - b).max(0) as u64;
+            let busy: u64 = cats.values().fold(0, |a, b| a.saturating_add(*b));
+            let dur = crate::nesting::span_len(b, e);
             cats.insert("IDLE".into(), dur.saturating_sub(busy));
             step.per_core.insert(
                 *core,

@@ -513,7 +513,7 @@ pub fn roofline_model(s: &OpStats) -> (Map<String, Value>, Vec<Map<String, Value
                 .iter()
                 .filter(|m| !may_have_inner_ops(&m.category) && is_infeed_outfeed(&m.category))
                 .map(|m| m.time_ps)
-                .sum()
+                .fold(0, |a, b| a.saturating_add(b))
         };
         let total_ps = db.total_time_ps.saturating_sub(io_time);
         for (step, avg) in [("Total", false), ("Average", true)] {
@@ -535,8 +535,8 @@ pub fn roofline_model(s: &OpStats) -> (Map<String, Value>, Vec<Map<String, Value
                     agg.occurrences = 0;
                     prog.flops += agg.flops;
                     prog.model_flops += agg.model_flops;
-                    prog.bytes_accessed += agg.bytes_accessed;
-                    prog.event_flops += agg.event_flops;
+                    prog.bytes_accessed = prog.bytes_accessed.saturating_add(agg.bytes_accessed);
+                    prog.event_flops = prog.event_flops.saturating_add(agg.event_flops);
                     for b in &agg.memory_accessed {
                         match prog
                             .memory_accessed
@@ -771,11 +771,11 @@ pub fn framework_op_db(device: &OpMetricsDb, with_idle: bool) -> OpMetricsDb {
         };
         op.is_eager = m.is_eager;
         op.occurrences = op.occurrences.max(m.occurrences);
-        op.time_ps += m.time_ps;
-        op.self_time_ps += m.self_time_ps;
+        op.time_ps = op.time_ps.saturating_add(m.time_ps);
+        op.self_time_ps = op.self_time_ps.saturating_add(m.self_time_ps);
         op.flops += m.flops;
         op.model_flops += m.model_flops;
-        op.bytes_accessed += m.bytes_accessed;
+        op.bytes_accessed = op.bytes_accessed.saturating_add(m.bytes_accessed);
         op.core_type = m.core_type;
     }
     OpMetricsDb {
@@ -790,13 +790,18 @@ pub fn framework_op_db(device: &OpMetricsDb, with_idle: bool) -> OpMetricsDb {
     }
 }
 
+/// Mean and sample standard deviation (n − 1), as XProf's step summaries
+/// (`GetStepSummaryForSampleStats`: `sqrt(sample_variance())`); 0 for fewer than 2 values.
 fn mean_sd(v: &[f64]) -> (f64, f64) {
     if v.is_empty() {
         return (0.0, 0.0);
     }
     let n = v.len() as f64;
     let mean = v.iter().sum::<f64>() / n;
-    let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n;
+    if v.len() < 2 {
+        return (mean, 0.0);
+    }
+    let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1.0);
     (mean, var.sqrt())
 }
 
@@ -806,8 +811,17 @@ pub fn overview(s: &OpStats) -> Map<String, Value> {
     let hw = s.run_env.hardware_type;
     let mut ps = Map::new();
     let device_tf = framework_op_db(&s.device_db, false);
-    let host_ops: u64 = s.host_db.metrics.iter().map(|m| m.occurrences).sum();
-    let dev_ops: u64 = device_tf.metrics.iter().map(|m| m.occurrences).sum();
+    let host_ops: u64 = s
+        .host_db
+        .metrics
+        .iter()
+        .map(|m| m.occurrences)
+        .fold(0, |a, b| a.saturating_add(b));
+    let dev_ops: u64 = device_tf
+        .metrics
+        .iter()
+        .map(|m| m.occurrences)
+        .fold(0, |a, b| a.saturating_add(b));
     // Share of non-idle self time spent in eagerly executed ops; `None` when there is none.
     let eager = |db: &OpMetricsDb| {
         let (tot, eag) =
@@ -816,8 +830,8 @@ pub fn overview(s: &OpStats) -> Map<String, Value> {
                 .filter(|m| !m.is_idle())
                 .fold((0u64, 0u64), |(t, e), m| {
                     (
-                        t + m.self_time_ps,
-                        e + if m.is_eager { m.self_time_ps } else { 0 },
+                        t.saturating_add(m.self_time_ps),
+                        e.saturating_add(if m.is_eager { m.self_time_ps } else { 0 }),
                     )
                 });
         (tot > 0).then(|| 100.0 * eag as f64 / tot as f64)
@@ -885,7 +899,7 @@ pub fn overview(s: &OpStats) -> Map<String, Value> {
             json!(s.device_db.total_op_time_ps),
         );
     }
-    if host_ops + dev_ops == 0 {
+    if host_ops.saturating_add(dev_ops) == 0 {
         null_with(
             &mut ps,
             "host_tf_op_percent",
@@ -899,7 +913,7 @@ pub fn overview(s: &OpStats) -> Map<String, Value> {
             None,
         );
     } else {
-        let tot = (host_ops + dev_ops) as f64;
+        let tot = host_ops as f64 + dev_ops as f64;
         ps.insert(
             "host_tf_op_percent".into(),
             json!(percent(100.0 * host_ops as f64 / tot)),
@@ -928,7 +942,7 @@ pub fn overview(s: &OpStats) -> Map<String, Value> {
             .iter()
             .filter(|m| m.category == "custom-call")
             .map(|m| m.self_time_ps)
-            .sum();
+            .fold(0, |a, b| a.saturating_add(b));
         let share = 100.0 * cc as f64 / s.device_db.total_time_ps.max(1) as f64;
         ps.insert("custom_call_self_time_ps".into(), json!(cc));
         ps.insert(
@@ -1049,7 +1063,11 @@ pub fn overview(s: &OpStats) -> Map<String, Value> {
                 let v: Vec<f64> = steps
                     .iter()
                     .map(|st| {
-                        st.per_core.values().map(|c| c.generic_ps[i]).sum::<u64>() as f64 / 1e9
+                        st.per_core
+                            .values()
+                            .map(|c| c.generic_ps[i])
+                            .fold(0u64, u64::saturating_add) as f64
+                            / 1e9
                     })
                     .collect();
                 let (m, sd) = mean_sd(&v);
@@ -1103,7 +1121,7 @@ pub fn tpu_step_times(step: &crate::steps::Step) -> TpuStepTimes {
             .iter()
             .filter(|(k, _)| f(k))
             .map(|(_, v)| *v)
-            .sum()
+            .fold(0, |a, b| a.saturating_add(b))
     };
     let ms = |ps: f64| ps / 1e9;
     let mut compute = f64::INFINITY;
@@ -1166,7 +1184,7 @@ pub fn roofline_utilization(s: &OpStats) -> Option<(f64, f64)> {
         } else {
             m.flops as f64
         };
-        bytes += m.hbm_bytes();
+        bytes = bytes.saturating_add(m.hbm_bytes());
     }
     let t_ns = db.total_time_ps as f64 / 1000.0;
     let gflops = safe_div(flops, t_ns);
@@ -1199,7 +1217,11 @@ pub fn steps_summary(s: &OpStats) -> Value {
                 if s.run_env.hardware_type != HardwareType::Tpu {
                     let mut b = Map::new();
                     for (i, n) in GENERIC_NAMES.iter().enumerate() {
-                        let ps: u64 = x.per_core.values().map(|c| c.generic_ps[i]).sum();
+                        let ps: u64 = x
+                            .per_core
+                            .values()
+                            .map(|c| c.generic_ps[i])
+                            .fold(0, |a, b| a.saturating_add(b));
                         b.insert((*n).into(), json!(ps));
                     }
                     m.insert("breakdown_ps".into(), Value::Object(b));
@@ -1208,7 +1230,7 @@ pub fn steps_summary(s: &OpStats) -> Value {
                     for c in x.per_core.values() {
                         for (k, v) in &c.category_ps {
                             let e = b.entry(k.clone()).or_insert(json!(0u64));
-                            *e = json!(e.as_u64().unwrap_or(0) + v);
+                            *e = json!(e.as_u64().unwrap_or(0).saturating_add(*v));
                         }
                     }
                     m.insert("category_ps".into(), Value::Object(b));
@@ -1276,14 +1298,16 @@ fn node_metrics(op: &OpMetrics, total_ps: u64, perf: Option<&PerfEnv>) -> Value 
 }
 
 fn sum_into(dst: &mut OpMetrics, src: &OpMetrics) {
-    dst.time_ps += src.time_ps;
-    dst.self_time_ps += src.self_time_ps;
+    dst.time_ps = dst.time_ps.saturating_add(src.time_ps);
+    dst.self_time_ps = dst.self_time_ps.saturating_add(src.self_time_ps);
     dst.flops += src.flops;
     dst.model_flops += src.model_flops;
-    dst.bytes_accessed += src.bytes_accessed;
-    dst.occurrences += src.occurrences;
-    dst.normalized_time_ps += src.normalized_time_ps;
-    dst.event_flops += src.event_flops;
+    dst.bytes_accessed = dst.bytes_accessed.saturating_add(src.bytes_accessed);
+    dst.occurrences = dst.occurrences.saturating_add(src.occurrences);
+    dst.normalized_time_ps = dst
+        .normalized_time_ps
+        .saturating_add(src.normalized_time_ps);
+    dst.event_flops = dst.event_flops.saturating_add(src.event_flops);
 }
 
 /// op_profile: root → (program →) category → op, with IDLE as a root child when `with_idle`.

@@ -173,3 +173,56 @@ fn hosts_combine_counts_and_intersect_steps() {
     assert_eq!(nums, [2, 3]);
     assert_eq!(all.steps.steps[0].per_core.len(), 2);
 }
+
+#[test]
+fn extreme_times_and_stats_never_panic() {
+    // Valid protobuf, hostile values: negative and huge offsets/durations, stats of the wrong
+    // type, unknown metadata ids, a root that nests everything.
+    let b = XSpaceBuilder::new()
+        .plane("/device:TPU:0", |p| {
+            p.stat("peak_teraflops_per_second", "not a number")
+                .stat("core_details", vec![0xffu8, 0xff])
+                .line("XLA Modules", |l| {
+                    l.event("m", i64::MIN / 2, i64::MAX).stat("group_id", "x")
+                })
+                .line("Steps", |l| {
+                    l.event("s", -5, -10).event("t", i64::MAX - 1, i64::MAX)
+                })
+                .line("XLA Ops", |l| {
+                    l.event("%a = f32[] add()", i64::MAX - 10, i64::MAX)
+                        .display_name("a")
+                        .metadata_stat("program_id", u64::MAX)
+                        .metadata_stat("symbol_id", 1u64)
+                        .metadata_stat("hlo_category", "while")
+                        .metadata_stat("flops", u64::MAX)
+                        .device_timespan(i64::MIN, i64::MAX)
+                        .event("%b = f32[] add()", -100, -1)
+                        .display_name("b")
+                        .metadata_stat("program_id", 1i64)
+                        .metadata_stat("symbol_id", 2i64)
+                        .stat("self_duration_ps", -7i64)
+                })
+        })
+        .plane("/host:CPU", |p| {
+            p.line_with_id(1, "t", |l| {
+                l.event("train", i64::MAX - 5, i64::MAX)
+                    .stat("_r", 1i64)
+                    .stat("_p", u64::MAX)
+                    .stat("_pt", -1i64)
+                    .event("x:Y", i64::MIN, 0)
+                    .stat("_c", u64::MAX)
+                    .stat("_ct", -1i64)
+                    .stat("hlo_op", 5i64)
+                    .stat("tf_op", "")
+            })
+        });
+    let s = build(&host_space("h", &b.build(), Vec::new()));
+    let _ = views::overview(&s);
+    let _ = views::hlo_stats_of(&s, &s.device_db);
+    let _ = views::roofline_model(&s);
+    let _ = views::op_profile(&s, "program", true);
+    let _ = views::op_profile(&s, "category", false);
+    let _ = views::device_information(&s);
+    let _ = views::steps_summary(&s);
+    let _ = combine(vec![s.clone(), s]);
+}

@@ -15,7 +15,7 @@ fn percentile(sorted: &[i64], q: f64) -> f64 {
     }
     let pos = q * (sorted.len() - 1) as f64;
     let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-    sorted[lo] as f64 + (sorted[hi] - sorted[lo]) as f64 * (pos - lo as f64)
+    sorted[lo] as f64 + (sorted[hi] as f64 - sorted[lo] as f64) * (pos - lo as f64)
 }
 
 /// `event,plane,line` → which keys group (at least one).
@@ -98,7 +98,7 @@ impl Tool for AggregateXplaneEvents {
             .map(|((name, plane, line), mut d)| {
                 d.sort_unstable();
                 let n = d.len() as f64;
-                let total: i64 = d.iter().sum();
+                let total: i64 = d.iter().fold(0i64, |a, b| a.saturating_add(*b));
                 let mean = total as f64 / n;
                 let sd = if d.len() > 1 {
                     (d.iter().map(|x| (*x as f64 - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
