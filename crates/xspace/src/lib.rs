@@ -361,6 +361,71 @@ fn validate_event(buf: &[u8], s: usize, e: usize) -> WireResult<i64> {
     Ok(metadata_id)
 }
 
+/// Lines larger than this are validated in chunks on several threads (a capture may put most
+/// of its events on one line, e.g. a Python thread or a TPU `XLA Ops` line).
+const LINE_CHUNK_BYTES: usize = 1 << 20;
+
+/// What one chunk of a line's fields set (scalars: `None` = not present in the chunk).
+#[derive(Default)]
+struct LinePart {
+    id: Option<i64>,
+    display_id: Option<i64>,
+    name: Option<Span>,
+    display_name: Option<Span>,
+    timestamp_ns: Option<i64>,
+    duration_ps: Option<i64>,
+    num_events: usize,
+    missing_meta: usize,
+}
+
+/// Parse the line fields in `[s, e)` (whole fields), whose first event is number `first_event`.
+fn parse_line_part(
+    buf: &[u8],
+    (s, e): Span,
+    ctx: &dyn Fn() -> String,
+    first_event: usize,
+    meta: &IdIndex,
+) -> Result<LinePart, Located> {
+    let mut l = LinePart::default();
+    let mut p = s;
+    while p < e {
+        // Fast path: an event (field 4, length-delimited).
+        if buf[p] == 0x22 {
+            let ((es, ee), next) = len_field(buf, p, e).ctx(ctx)?;
+            let mid = validate_event(buf, es, ee)
+                .ctx(|| format!("{}.events[{}]", ctx(), first_event + l.num_events))?;
+            if meta.get(mid).is_none() {
+                l.missing_meta += 1;
+            }
+            l.num_events += 1;
+            p = next;
+            continue;
+        }
+        let (f, next) = Fields::field_at(buf, p, e).ctx(ctx)?;
+        p = next;
+        let r: WireResult<()> = (|| {
+            match f.number {
+                1 => l.id = Some(i(f.varint("id")?)),
+                10 => l.display_id = Some(i(f.varint("display_id")?)),
+                2 => l.name = Some(f.string(buf, "name")?),
+                11 => l.display_name = Some(f.string(buf, "display_name")?),
+                3 => l.timestamp_ns = Some(i(f.varint("timestamp_ns")?)),
+                9 => l.duration_ps = Some(i(f.varint("duration_ps")?)),
+                4 => drop(f.len("events")?), // not length-delimited: reported here
+                _ => {}
+            }
+            Ok(())
+        })();
+        r.ctx(ctx)?;
+    }
+    Ok(l)
+}
+
+/// The first error in sequence order (rayon's `collect` into `Result` may return any).
+fn first_error<T>(v: Vec<Result<T, Located>>) -> Result<Vec<T>, Located> {
+    v.into_iter().collect()
+}
+
 fn parse_line(
     buf: &[u8],
     (s, e): Span,
@@ -368,6 +433,43 @@ fn parse_line(
     li: usize,
     meta: &IdIndex,
 ) -> Result<(LineData, usize), Located> {
+    let ctx = || format!("{plane_ctx}.lines[{li}]");
+    // Chunk boundaries at field starts, found by a framing-only pass over the line's own fields
+    // (one tag and one length per event), with the number of events before each chunk.
+    let mut chunks: Vec<(Span, usize)> = Vec::new();
+    if e - s >= 2 * LINE_CHUNK_BYTES {
+        let (mut start, mut events) = (s, 0usize);
+        let mut before = 0usize;
+        let mut fields = Fields::new(buf, s, e);
+        loop {
+            let at = fields.pos();
+            if at - start >= LINE_CHUNK_BYTES || at >= e {
+                chunks.push(((start, at), before));
+                (start, before) = (at, events);
+            }
+            match fields.next() {
+                None => break,
+                Some(f) => {
+                    if f.ctx(ctx)?.number == 4 {
+                        events += 1;
+                    }
+                }
+            }
+        }
+    } else {
+        chunks.push(((s, e), 0));
+    }
+    let parts = if chunks.len() == 1 {
+        vec![parse_line_part(buf, chunks[0].0, &ctx, 0, meta)?]
+    } else {
+        first_error(
+            chunks
+                .par_iter()
+                .map(|(span, before)| parse_line_part(buf, *span, &ctx, *before, meta))
+                .collect(),
+        )?
+    };
+    // Merge in file order: the last value of a scalar wins, as in protobuf.
     let mut l = LineData {
         id: 0,
         display_id: 0,
@@ -378,32 +480,16 @@ fn parse_line(
         msg: (s, e),
         num_events: 0,
     };
-    let mut missing_meta = 0usize;
-    for f in Fields::new(buf, s, e) {
-        let f = f.ctx(|| format!("{plane_ctx}.lines[{li}]"))?;
-        let r: WireResult<()> = (|| {
-            match f.number {
-                1 => l.id = i(f.varint("id")?),
-                10 => l.display_id = i(f.varint("display_id")?),
-                2 => l.name = f.string(buf, "name")?,
-                11 => l.display_name = f.string(buf, "display_name")?,
-                3 => l.timestamp_ns = i(f.varint("timestamp_ns")?),
-                9 => l.duration_ps = i(f.varint("duration_ps")?),
-                4 => {}
-                _ => {}
-            }
-            Ok(())
-        })();
-        r.ctx(|| format!("{plane_ctx}.lines[{li}]"))?;
-        if f.number == 4 {
-            let (es, ee) = f.len("events").ctx(|| format!("{plane_ctx}.lines[{li}]"))?;
-            let mid = validate_event(buf, es, ee)
-                .ctx(|| format!("{plane_ctx}.lines[{li}].events[{}]", l.num_events))?;
-            if meta.get(mid).is_none() {
-                missing_meta += 1;
-            }
-            l.num_events += 1;
-        }
+    let mut missing_meta = 0;
+    for p in parts {
+        l.id = p.id.unwrap_or(l.id);
+        l.display_id = p.display_id.unwrap_or(l.display_id);
+        l.name = p.name.unwrap_or(l.name);
+        l.display_name = p.display_name.unwrap_or(l.display_name);
+        l.timestamp_ns = p.timestamp_ns.unwrap_or(l.timestamp_ns);
+        l.duration_ps = p.duration_ps.unwrap_or(l.duration_ps);
+        l.num_events += p.num_events;
+        missing_meta += p.missing_meta;
     }
     Ok((l, missing_meta))
 }
@@ -537,7 +623,8 @@ fn parse_plane(
         .map(|(k, sp)| {
             parse_event_metadata(buf, *sp).ctx(|| format!("{named}.event_metadata[{k}]"))
         })
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Vec<_>>();
+    let ems = first_error(ems)?;
 
     let (stat_metadata, stat_index, sdup) = dedupe_by_key(sms, |m| m.key);
     let (event_metadata, event_index, edup) = dedupe_by_key(ems, |m| m.key);
@@ -580,7 +667,8 @@ fn parse_plane(
         .par_iter()
         .enumerate()
         .map(|(li, sp)| parse_line(buf, *sp, &named, li, &event_index))
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Vec<_>>();
+    let lines = first_error(lines)?;
     let missing: usize = lines.iter().map(|(_, m)| m).sum();
     if missing > 0 {
         diags.push(format!(
@@ -719,8 +807,8 @@ impl XSpace {
                 Err(l) if !opts.strict => {
                     skipped += 1;
                     diagnostics.push(format!(
-                        "{} skipped: malformed at byte {}: {} (the rest of the file was read)",
-                        l.context, l.err.offset, l.err.kind
+                        "plane skipped: malformed at byte {} in {}: {} (the other planes were read)",
+                        l.err.offset, l.context, l.err.kind
                     ));
                 }
                 Err(l) => return Err(malformed(l)),

@@ -230,3 +230,60 @@ fn a_repeated_stat_reads_as_its_first_occurrence_like_xprof() {
     assert_eq!(ev.stats().filter(|s| s.name() == "x").count(), 2);
     assert_eq!(ev.device_timespan(), (5, 6));
 }
+
+/// A line of several MiB is validated in parallel chunks: same result as prost, and an error
+/// deep in a late chunk still names its global event index.
+#[test]
+fn huge_lines_are_validated_in_chunks() {
+    use xprof_proto::xplane as pb;
+    let n = 200_000;
+    let b = XSpaceBuilder::new().plane("/host:CPU", |p| {
+        p.line_with_id(9, "python", |mut l| {
+            l = l.timestamp_ns(5);
+            for k in 0..n {
+                l = l
+                    .event(if k % 3 == 0 { "a" } else { "b" }, k * 10, 7)
+                    .stat("k", k);
+            }
+            l
+        })
+    });
+    let space = read(&b);
+    let line = space.planes().next().unwrap().lines().next().unwrap();
+    assert!(
+        space.bytes().len() > 2 << 20,
+        "the line must span several 1 MiB chunks"
+    );
+    assert_eq!(line.num_events(), n as usize);
+    assert_eq!(line.name(), "python");
+    assert_eq!(line.timestamp_ns(), 5);
+    let last = line.events().last().unwrap();
+    assert_eq!(last.stat("k").unwrap().int(), Some(n - 1));
+
+    // Corrupt event number n-10 (its `k` stat becomes a string that is not UTF-8).
+    let mut space_pb: pb::XSpace = b.build();
+    let target = n as usize - 10;
+    let ev = &mut space_pb.planes[0].lines[0].events[target];
+    ev.stats[0].value = Some(pb::x_stat::Value::StrValue("x".into()));
+    let mut bytes = prost::Message::encode_to_vec(&space_pb);
+    let pos = bytes
+        .windows(3)
+        .rposition(|w| w == [0x2a, 0x01, b'x'])
+        .unwrap();
+    bytes[pos + 2] = 0xff;
+    let strict = xprof_xspace::ReadOptions {
+        strict: true,
+        ..Default::default()
+    };
+    let e = XSpace::from_bytes_named(bytes.clone(), "big", &strict).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&format!(".lines[0].events[{target}]")),
+        "{msg}"
+    );
+    // Lenient: the plane is dropped, and the diagnostic says where.
+    let lenient = XSpace::from_bytes(bytes).unwrap();
+    assert!(!lenient.is_complete());
+    assert!(lenient.diagnostics()[0].contains(&format!("events[{target}]")));
+    assert_eq!(e.offset(), Some(pos as u64 + 2));
+}
