@@ -45,8 +45,9 @@ pub fn plugin_dir() -> &'static Path {
             "building the plugins failed: {} (cargo's errors are above; in a shared checkout another change may not compile yet)",
             out.status
         );
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("xprof-plugins-{}", std::process::id()));
+        let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        remove_stale_plugin_dirs(&tmp);
+        let dir = tmp.join(format!("xprof-plugins-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let mut copied = 0;
@@ -64,7 +65,12 @@ pub fn plugin_dir() -> &'static Path {
             for f in v["filenames"].as_array().into_iter().flatten() {
                 let f = PathBuf::from(f.as_str().unwrap_or_default());
                 if f.to_string_lossy().ends_with(std::env::consts::DLL_SUFFIX) {
-                    std::fs::copy(&f, dir.join(f.file_name().unwrap())).unwrap();
+                    // A hard link costs no space (debug plugins are large); cargo replaces
+                    // rather than rewrites its outputs, so the link keeps this build.
+                    let dst = dir.join(f.file_name().unwrap());
+                    if std::fs::hard_link(&f, &dst).is_err() {
+                        std::fs::copy(&f, &dst).unwrap();
+                    }
                     copied += 1;
                 }
             }
@@ -72,6 +78,22 @@ pub fn plugin_dir() -> &'static Path {
         assert_eq!(copied, PLUGINS.len(), "expected one cdylib per plugin");
         dir
     })
+}
+
+/// Plugin directories of earlier test runs whose process is gone.
+fn remove_stale_plugin_dirs(tmp: &Path) {
+    let Ok(rd) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix("xprof-plugins-") else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// The shared corpus: `$XPROF_CORPUS`, else `<workspace root>/../shared`. Under `CI` a missing
