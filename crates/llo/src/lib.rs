@@ -108,6 +108,16 @@ pub fn read_head(path: &Path, limit: usize) -> Result<String> {
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
+/// Which result keys are counted (parsed from the artifact), derived (arithmetic on counted
+/// values) and inferred (heuristics): every tool says so (spec §6.1 G3).
+pub fn provenance(counted: &[&str], derived: &[&str], inferred: &[&str]) -> serde_json::Value {
+    serde_json::json!({
+        "counted": counted,
+        "derived": derived,
+        "inferred": inferred,
+    })
+}
+
 #[cfg(test)]
 pub(crate) mod testutil {
     use std::path::PathBuf;

@@ -1383,3 +1383,22 @@ fn fit_summary_operative_vmem_limit() {
     );
     assert_eq!(e.kind, ErrorKind::Path);
 }
+
+#[test]
+fn every_tool_says_what_is_counted_derived_and_inferred() {
+    if corpus().is_none() {
+        return;
+    }
+    let c = corpus().unwrap().display().to_string();
+    for tool in xprof_plugin_api::sdk::tools(KRATE) {
+        for ex in tool.examples() {
+            let args: Value =
+                serde_json::from_str(&ex.args.to_string().replace("${CORPUS}", &c)).unwrap();
+            let r = ok(tool.name(), args);
+            let p = r
+                .get("provenance")
+                .or_else(|| r.get("summary").and_then(|s| s.get("provenance")));
+            assert!(p.is_some(), "{} lacks provenance", tool.name());
+        }
+    }
+}

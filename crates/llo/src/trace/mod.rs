@@ -331,6 +331,20 @@ pub fn list_kernel_invocations(
         if by_op.is_empty() {
             continue;
         }
+        let modules: Vec<(i64, i64, String, Option<String>)> = find_line(&plane, "XLA Modules")
+            .map(|l| {
+                l.events()
+                    .map(|e| {
+                        let (st, en) = span(&e);
+                        let run = e
+                            .stat("run_id")
+                            .and_then(|x| x.uint())
+                            .map(|r| r.to_string());
+                        (st, en, event_name(&e), run)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         let mut kernels = Vec::new();
         for (op, spans) in by_op {
             let durs: Vec<i64> = spans.iter().map(|(s, e)| e.saturating_sub(*s)).collect();
@@ -339,12 +353,25 @@ pub fn list_kernel_invocations(
             k.extend(duration_stats(&durs));
             k.insert(
                 "spans_ps".into(),
-                json!(
+                Value::Array(
                     spans
                         .iter()
                         .take(max_spans)
-                        .map(|(s, e)| json!({"start_ps": s, "end_ps": e}))
-                        .collect::<Vec<_>>()
+                        .map(|&(s, e)| {
+                            let mut o = json!({"start_ps": s, "end_ps": e});
+                            // T4: the XLA Modules run (program execution) the invocation
+                            // belongs to, so invocations group by step.
+                            if let Some((name, run)) = modules
+                                .iter()
+                                .find(|m| m.0 <= s && s < m.1)
+                                .map(|m| (&m.2, &m.3))
+                            {
+                                o["module"] = json!(name);
+                                o["run_id"] = json!(run);
+                            }
+                            o
+                        })
+                        .collect(),
                 ),
             );
             k.insert(
@@ -497,6 +524,17 @@ mod tests {
             .collect();
         assert_eq!(counts, vec![3, 3, 48, 48, 48, 48, 48, 48, 48, 48, 48]);
         assert_eq!(k["bundle_address_range"], "0x1ee-0xca3");
+        let runs: Vec<&Value> = k["spans_ps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| &s["run_id"])
+            .collect();
+        assert_eq!(runs, vec!["8", "9", "10"]);
+        assert_eq!(
+            k["spans_ps"][0]["module"],
+            "jit_matmul_optimized(17342868964687645945)"
+        );
     }
 }
 

@@ -45,6 +45,14 @@ impl Tool for CheckKernelProfiling {
         if let Value::Object(m) = xprof_llo::trace::check_kernel_profiling(&space) {
             out.extend(m);
         }
+        out.insert(
+            "provenance".into(),
+            xprof_llo::provenance(
+                &["devices.*.lines", "devices.*.counter_units", "devices.*.traceme_stages", "runtime_counter_sampling"],
+                &["devices.*.active", "kernel_profiling_active"],
+                &["devices.*.kernel_invocations (XLA Ops spans overlapping instrumentation events)"],
+            ),
+        );
         Ok(Value::Object(out).into())
     }
 }

@@ -72,6 +72,18 @@ impl Tool for GetCustomCallMlir {
                 let (v, file) =
                     mosaic::from_mosaic_dump(&dir, &kernel, pass.as_deref(), max_chars)?;
                 call.read_file(file);
+                let mut v = v;
+                v["provenance"] = xprof_llo::provenance(
+                    &[
+                        "mlir_text",
+                        "mlir_chars",
+                        "available_passes",
+                        "op_summary",
+                        "op_counts_by_dialect",
+                    ],
+                    &[],
+                    &["kernel / function matching (file token, MLIR function name)"],
+                );
                 return Ok(v.into());
             }
             let given = call.opt_nonempty("hlo_dump_dir").map_err(tool_to_llo)?;
@@ -92,6 +104,17 @@ impl Tool for GetCustomCallMlir {
             for f in files {
                 call.read_file(f);
             }
+            let mut v = v;
+            v["provenance"] = xprof_llo::provenance(
+                &[
+                    "body_bytes",
+                    "bytecode_summary (decoded; undecoded parts listed with the reason)",
+                ],
+                &["bytecode_summary.ops_per_named_scope"],
+                &[
+                    "bytecode_summary.named_scopes (string-table names with a `/`, as XProf's CLI lists them)",
+                ],
+            );
             Ok(v.into())
         })
     }

@@ -132,6 +132,20 @@ impl Tool for GetDeviceWallReport {
         if let Value::Object(m) = r {
             out.extend(m);
         }
+        out.insert(
+            "provenance".into(),
+            xprof_llo::provenance(
+                &[
+                    "device_busy_p50_ms (median instrumented kernel span)",
+                    "wall_p50_ms (read from --measure_json)",
+                ],
+                &["gap_pct", "ratios", "floor_audit"],
+                &[
+                    "framing",
+                    "wall_source (first matching key unless --wall_key)",
+                ],
+            ),
+        );
         Ok(Value::Object(out).into())
     }
 }

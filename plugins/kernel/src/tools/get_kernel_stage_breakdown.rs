@@ -58,6 +58,21 @@ impl Tool for GetKernelStageBreakdown {
         let mut out = Map::new();
         out.insert("capture".into(), capture_block(&s, &h, &space));
         out.extend(found);
+        out.insert(
+            "provenance".into(),
+            xprof_llo::provenance(
+                &["stages.*.count", "bundle_markers_by_stage"],
+                &[
+                    "stages.*.total_us / mean_us / p50_us / min_us / max_us",
+                    "wait_ratio",
+                ],
+                &[
+                    "stages.*.kind (ep_* vocabulary)",
+                    "stages.*.nested_in",
+                    "wait_in_by_input (input = order inside a pipeline step)",
+                ],
+            ),
+        );
         Ok(Value::Object(out).into())
     }
 }

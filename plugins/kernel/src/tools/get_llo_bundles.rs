@@ -143,6 +143,20 @@ impl Tool for GetLloBundles {
                     hex(listing.bundles.last().map(|b| b.address).unwrap_or(0))
                 ));
             }
+            res["provenance"] = xprof_llo::provenance(
+                &[
+                    "bundles[].text",
+                    "bundles[].ct_marker",
+                    "bundles[].loop_depth",
+                    "bundles[].regions",
+                    "total_matched",
+                ],
+                &[
+                    "bundles[].hlo (carried forward from the last explicit hlo: attribution)",
+                    "bundles[].in_comment",
+                ],
+                &[],
+            );
             Ok(res.into())
         })
     }

@@ -78,6 +78,8 @@ impl Tool for GetLloScheduleAnalysis {
                 "custom_call_evidence": s.has_custom_call(),
                 "selected_because": choice.selected_because,
                 "semantics": "static bundle counts (compile-time schedule), not time",
+                "provenance": xprof_llo::provenance(&["totals", "per_hlo", "per_opcode"], &[], &["custom_call_evidence"]),
+                "provenance": xprof_llo::provenance(&["totals", "per_hlo", "per_opcode"], &[], &["custom_call_evidence"]),
             })
             .into())
         })

@@ -115,6 +115,25 @@ impl Tool for GetLloStaticUtilization {
                 "semantics".into(),
                 json!("static slot occupancy per bundle (compile-time)"),
             );
+            out.insert(
+                "provenance".into(),
+                xprof_llo::provenance(
+                    &[
+                        "num_bundles",
+                        "units.*.capacity",
+                        "malformed_rows",
+                        "alignment",
+                    ],
+                    &[
+                        "units.*.occupancy_pct",
+                        "units.*.nonzero_bundle_pct",
+                        "units.*.saturated_bundle_pct",
+                        "hot_ranges",
+                        "hot_ranges_by_occupancy",
+                    ],
+                    &[],
+                ),
+            );
             Ok(Value::Object(out).into())
         })
     }

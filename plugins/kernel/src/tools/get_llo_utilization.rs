@@ -104,6 +104,29 @@ impl Tool for GetLloUtilization {
             }
         };
         out.insert("decomposition".into(), decomp);
+        out.insert(
+            "provenance".into(),
+            xprof_llo::provenance(
+                &[
+                    "units.*.samples",
+                    "units.*.max_util_pct",
+                    "units.*.total_count",
+                ],
+                &[
+                    "units.*.mean_util_pct*",
+                    "units.*.p50_util_pct*",
+                    "units.*.covered_ps",
+                    "units.*.mean_util_pct_clipped",
+                    "alignment_check",
+                    "decomposition",
+                ],
+                &[
+                    "verdict",
+                    "verdict_corrected",
+                    "units.*.repaired_samples (duration read as the kernel's absolute end)",
+                ],
+            ),
+        );
         Ok(Value::Object(out).into())
     }
 }

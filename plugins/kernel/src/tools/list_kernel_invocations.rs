@@ -87,6 +87,14 @@ impl Tool for ListKernelInvocations {
             xprof_llo::trace::confirm_with_hlo(&mut found, &protos);
             out.extend(found);
         }
+        out.insert(
+            "provenance".into(),
+            xprof_llo::provenance(
+                &["spans_ps", "bundle_markers", "hlo_confirmation"],
+                &["count", "total_us", "mean_us", "p50_us", "min_us", "max_us", "bundle_address_range"],
+                &["kernel (an XLA Ops event overlapping instrumentation events; see hlo_confirmation)"],
+            ),
+        );
         Ok(Value::Object(out).into())
     }
 }

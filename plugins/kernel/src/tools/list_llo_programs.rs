@@ -102,6 +102,17 @@ impl Tool for ListLloPrograms {
                 "dump_dir": path_string(&idx.dir),
                 "programs": out.into_iter().map(|(_, _, v)| v).collect::<Vec<_>>(),
             });
+            res["provenance"] = xprof_llo::provenance(
+                &[
+                    "programs[].compile_instances",
+                    "programs[].num_passes",
+                    "programs[].checkpoints",
+                    "programs[].passes",
+                    "programs[].custom_call_evidence",
+                ],
+                &["programs[].primary_instance_ts (most passes, ties to the newest)"],
+                &["programs[].kind (from the program name, as XProf's CLI does)"],
+            );
             if !idx.unparsed_files.is_empty() {
                 res["unparsed_files"] = json!(idx.unparsed_files);
             }
