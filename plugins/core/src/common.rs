@@ -359,4 +359,28 @@ mod tests {
         assert!(lines.contains(&"XLA Ops") && lines.contains(&"XLA Modules"));
         assert!(g["aggregates"][0].get("event").is_none());
     }
+
+    #[test]
+    fn kpis_on_the_shared_tpu_capture() {
+        let Some(c) = testing::corpus(env!("CARGO_MANIFEST_DIR")) else {
+            return;
+        };
+        let p = c.join("fixtures/seed-v6e/logdir").display().to_string();
+        let r = call("get_kpi_metrics", json!({"path": p})).unwrap();
+        assert_eq!(r["duty_cycle_percent"], "37.4%");
+        // XProf prints "0.00" (no steps): a placeholder.
+        assert!(r["step_time_ms"].is_null() && r["step_time_ms_reason"].is_string());
+        // Peak of the allocator events: 65536 reserved + 51267584 allocated.
+        assert_eq!(r["peak_memory_bytes"], 51333120);
+        assert_eq!(r["peak_hbm_gib"], 0.05);
+        assert_eq!(r["device"]["device_type"], "TPU v6 Lite");
+        // CPU capture without allocator events: unknown, not 0.
+        let f = testing::workspace_root(env!("CARGO_MANIFEST_DIR")).join("fixtures/jax-cpu/logdir");
+        let r = call(
+            "get_kpi_metrics",
+            json!({"path": f.display().to_string(), "run": "matmul"}),
+        )
+        .unwrap();
+        assert!(r["peak_hbm_gib"].is_null() && r["peak_hbm_gib_reason"].is_string());
+    }
 }

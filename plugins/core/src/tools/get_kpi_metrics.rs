@@ -4,6 +4,21 @@ use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, regis
 use crate::common::{op_stats, session, with_capture};
 
 pub struct GetKpiMetrics;
+
+/// Peak bytes in use over the first host's allocators; `None` without allocator events.
+fn peak_memory(call: &mut Call, s: &xprof_capture::Session) -> Option<i64> {
+    let host = crate::common::selected_hosts(call, s)
+        .ok()?
+        .first()
+        .copied()?;
+    let space = xprof_memory::open_xspace(&host.path, xprof_memory::profile::wanted_plane).ok()?;
+    let p = xprof_memory::profile::build(&space);
+    p.allocators
+        .values()
+        .map(|a| a.summary.peak_stats.peak_bytes_in_use)
+        .max()
+        .filter(|_| p.num_events > 0)
+}
 register_tool!(GetKpiMetrics);
 
 impl Tool for GetKpiMetrics {
@@ -69,6 +84,25 @@ impl Tool for GetKpiMetrics {
             }),
         );
         body.insert("steps_source".into(), ov["steps"]["steps_source"].clone());
+        // Peak memory in use (allocator events of the first host), as the seed reported it.
+        match peak_memory(call, &s) {
+            Some(bytes) => {
+                body.insert(
+                    "peak_hbm_gib".into(),
+                    json!((bytes as f64 / (1u64 << 30) as f64 * 100.0).round() / 100.0),
+                );
+                body.insert("peak_memory_bytes".into(), json!(bytes));
+            }
+            None => {
+                body.insert("peak_hbm_gib".into(), Value::Null);
+                body.insert(
+                    "peak_hbm_gib_reason".into(),
+                    Value::from(
+                        "no allocator events (MemoryAllocation/MemoryDeallocation) on /host:CPU",
+                    ),
+                );
+            }
+        }
         body.insert(
             "note".into(),
             Value::from(
