@@ -18,7 +18,9 @@ impl Tool for GetHloStats {
          op, occurrences, total/self time in us with exact ps, % of device time, FLOP rates, \
          memory bandwidths, operational intensity, bound_by), sorted by self time. On CPU-only \
          captures (where XProf shows nothing) the rows are the XLA ops the CPU backend ran on \
-         host threads (`host_executed: true`, core_type `Host`)."
+         host threads (`host_executed: true`, core_type `Host`); their % is of the summed \
+         windows of the threads that ran XLA ops (first op begin to last op end per thread), \
+         and their FLOPs/bytes are null (the trace has none)."
     }
     fn params(&self) -> Params {
         Params::new()
