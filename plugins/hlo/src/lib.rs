@@ -344,6 +344,18 @@ mod tests {
         .unwrap();
         assert_eq!(r["operands"].as_array().unwrap().len(), 2);
         let r = call(
+            "get_hlo_neighborhood",
+            json!({"path": run, "instruction_name": "ynn_fusion", "opcode_filter": ["fusion"]}),
+        )
+        .unwrap();
+        assert_eq!(r["nodes"].as_array().unwrap().len(), 1);
+        let r = call(
+            "get_hlo_neighborhood",
+            json!({"path": run, "instruction_name": "p.1", "opcode_filter": "fusion,parameter"}),
+        )
+        .unwrap();
+        assert_eq!(r["nodes"].as_array().unwrap().len(), 3);
+        let r = call(
             "query_hlo_graph",
             json!({"path": run, "mode": "search", "opcode": "parameter", "limit": 1}),
         )

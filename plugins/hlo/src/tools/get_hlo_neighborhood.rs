@@ -48,6 +48,10 @@ impl Tool for GetHloNeighborhood {
                 "Include metadata={...} in the lines.",
                 false,
             )
+            .string_list(
+                "opcode_filter",
+                "Show only nodes with these opcodes (the search still walks through all; the target is always shown).",
+            )
     }
     fn output(&self) -> &'static str {
         "{format: \"text\", text, capture, module_name, target, radius, nodes: [{name, computation, opcode, distance, direction, is_root, line}]}"
@@ -76,6 +80,7 @@ impl Tool for GetHloNeighborhood {
         let markdown = call.str_or("fmt", "text")? == "markdown";
         let max_nodes = call.usize_or("max_nodes", 200)?;
         let metadata = call.bool_or("print_metadata", false)?;
+        let filter = call.str_list("opcode_filter")?;
         let Some(lm) = load_module(call)? else {
             return Ok(no_hlo());
         };
@@ -89,7 +94,13 @@ impl Tool for GetHloNeighborhood {
         let parsed = xprof_hlo::parse(&text, &lm.module.name).map_err(hlo_error)?;
         let g = Graph::new(&parsed);
         let target = g.find(&name).map_err(hlo_error)?;
-        let nodes = g.neighborhood(target, radius, direction, max_nodes);
+        let mut nodes = g.neighborhood(target, radius, direction, 0);
+        if !filter.is_empty() {
+            nodes.retain(|n| n.distance == 0 || filter.iter().any(|f| f == &n.opcode));
+        }
+        if max_nodes > 0 {
+            nodes.truncate(max_nodes);
+        }
         let tname = name.trim().trim_start_matches('%');
         let mut out = if markdown {
             format!("### Neighborhood of '{tname}' (radius={radius}):\n")
