@@ -304,6 +304,36 @@ pub fn find_pass<'a>(inst: &'a Instance, query: &str) -> Result<PassChoice<'a>> 
     })
 }
 
+/// Evidence that a program is a custom-call kernel (spec L8): the schedule analysis's
+/// per-opcode table, else the bundle listing's `entry bundle:` comment. `(None, None)` when
+/// neither file exists.
+pub fn custom_call_evidence(
+    idx: &DumpIndex,
+    inst: &Instance,
+) -> (Option<bool>, Option<&'static str>) {
+    if let Some(p) = inst
+        .passes
+        .values()
+        .find(|p| p.label.starts_with("schedule-analysis"))
+        && let Ok(t) = crate::read_text(&idx.path_of(p))
+    {
+        return (
+            Some(crate::schedule::parse(&t).has_custom_call()),
+            Some("schedule-analysis per-opcode table"),
+        );
+    }
+    if let Some(p) = inst.passes.get("final_bundles")
+        && let Ok(head) = crate::read_head(&idx.path_of(p), 64 * 1024)
+        && let Some(line) = head.lines().find(|l| l.contains("entry bundle:"))
+    {
+        return (
+            Some(line.contains("custom-call")),
+            Some("final_bundles entry-bundle comment"),
+        );
+    }
+    (None, None)
+}
+
 /// Checkpoint presence, as `list_llo_programs` reports it.
 pub fn checkpoints(inst: &Instance) -> serde_json::Value {
     let has = |f: &dyn Fn(&str) -> bool| inst.passes.keys().any(|l| f(l));

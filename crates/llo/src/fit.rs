@@ -453,28 +453,55 @@ pub fn load_matrix(idx: &DumpIndex, inst: &Instance) -> Result<Option<(String, S
     Ok(Some((p.label.clone(), p.file.clone(), m)))
 }
 
-/// The default program: kernels (by name) else fusions else all; among them the one whose
-/// primary instance has the most passes, ties to the first name.
-pub fn default_program(idx: &DumpIndex) -> Option<&str> {
-    let pool: Vec<&str> = [ProgramKind::Kernel, ProgramKind::Fusion]
+/// The default program: kernels (by name) else fusions else all; within that pool, programs
+/// with custom-call evidence in their dump (L8) are preferred; then the one whose primary
+/// instance has the most passes, ties to the first name. Returns why it was chosen.
+pub fn default_program(idx: &DumpIndex) -> Option<(&str, String)> {
+    let (kind, pool): (&str, Vec<&str>) = [ProgramKind::Kernel, ProgramKind::Fusion]
         .iter()
         .map(|k| {
-            idx.programs
-                .keys()
-                .filter(|n| classify(n) == *k)
-                .map(String::as_str)
-                .collect::<Vec<_>>()
+            (
+                k.as_str(),
+                idx.programs
+                    .keys()
+                    .filter(|n| classify(n) == *k)
+                    .map(String::as_str)
+                    .collect::<Vec<_>>(),
+            )
         })
-        .find(|v| !v.is_empty())
-        .unwrap_or_else(|| idx.programs.keys().map(String::as_str).collect());
+        .find(|(_, v)| !v.is_empty())
+        .unwrap_or_else(|| ("any", idx.programs.keys().map(String::as_str).collect()));
+    let evidenced: Vec<&str> = pool
+        .iter()
+        .copied()
+        .filter(|n| {
+            crate::dump::custom_call_evidence(idx, idx.programs[*n].primary()).0 == Some(true)
+        })
+        .collect();
+    let (pool, why_pool) = if evidenced.is_empty() {
+        (pool, format!("{kind}-named programs"))
+    } else {
+        (
+            evidenced,
+            format!("{kind}-named programs with custom-call evidence"),
+        )
+    };
     let mut best: Option<(&str, usize)> = None;
-    for n in pool {
-        let c = idx.programs[n].primary().passes.len();
+    for n in &pool {
+        let c = idx.programs[*n].primary().passes.len();
         if best.is_none_or(|(_, b)| c > b) {
             best = Some((n, c));
         }
     }
-    best.map(|(n, _)| n)
+    best.map(|(n, c)| {
+        (
+            n,
+            format!(
+                "default: among {} {why_pool}, the one with the most passes ({c})",
+                pool.len()
+            ),
+        )
+    })
 }
 
 /// The full fit-summary payload for one dump directory.
@@ -483,16 +510,17 @@ pub fn fit_data(
     program: Option<&str>,
     top_stalls: usize,
 ) -> Result<Map<String, Value>> {
-    let program = match program.filter(|p| !p.is_empty()) {
-        Some(p) => p.to_string(),
-        None => default_program(idx)
-            .ok_or_else(|| {
+    let (program, selected_because) = match program.filter(|p| !p.is_empty()) {
+        Some(p) => (p.to_string(), "named by --program".to_string()),
+        None => {
+            let (p, why) = default_program(idx).ok_or_else(|| {
                 LloError::no_data(
                     crate::no_dir_message(&idx.dir.display().to_string()),
                     crate::LLO_CAPTURE_FLAGS,
                 )
-            })?
-            .to_string(),
+            })?;
+            (p.to_string(), why)
+        }
     };
     let prog = idx.program(&program)?;
     let inst = prog.primary();
@@ -614,6 +642,7 @@ pub fn fit_data(
         }),
     );
     d.insert("files".into(), json!(files));
+    d.insert("selected_because".into(), json!(selected_because));
     Ok(d)
 }
 
@@ -1000,6 +1029,27 @@ mod tests {
             &tl,
         );
         assert!(without.is_empty());
+    }
+
+    #[test]
+    fn default_program_prefers_custom_call_evidence() {
+        let t = tempfile::tempdir().unwrap();
+        let w = |n: &str, body: &str| std::fs::write(t.path().join(n), body).unwrap();
+        // `copy.3` has more passes but its schedule shows no custom call; `k.1` is the kernel.
+        w("1000000000-copy.3-01-original.txt", "x");
+        w("1000000000-copy.3-02-a.txt", "x");
+        w(
+            "1000000000-copy.3-03-schedule-analysis_final_bundles.txt",
+            "\t[opcode]    9 scheduled bundles (100.00%): copy          (1 instances, 9.00 avg)\n",
+        );
+        w(
+            "1000000000-k.1-01-schedule-analysis_final_bundles.txt",
+            "\t[opcode]    9 scheduled bundles (100.00%): custom-call          (1 instances, 9.00 avg)\n",
+        );
+        let idx = DumpIndex::open(Some(t.path().to_path_buf())).unwrap();
+        let (p, why) = default_program(&idx).unwrap();
+        assert_eq!(p, "k.1");
+        assert!(why.contains("custom-call evidence"), "{why}");
     }
 
     #[test]

@@ -1,38 +1,11 @@
 use serde_json::{Value, json};
-use xprof_llo::dump::{DumpIndex, Instance, checkpoints, classify};
-use xprof_llo::{read_head, read_text, schedule};
+use xprof_llo::dump::{checkpoints, classify, custom_call_evidence};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
 use crate::common::{open_dump, path_string, run_lib};
 
 pub struct ListLloPrograms;
 register_tool!(ListLloPrograms);
-
-/// Evidence that a program is a custom-call kernel: the schedule analysis's per-opcode table,
-/// else the bundle listing's `entry bundle:` comment. `None` when neither file exists.
-fn custom_call_evidence(idx: &DumpIndex, inst: &Instance) -> (Option<bool>, Option<&'static str>) {
-    if let Some(p) = inst
-        .passes
-        .values()
-        .find(|p| p.label.starts_with("schedule-analysis"))
-        && let Ok(t) = read_text(&idx.path_of(p))
-    {
-        return (
-            Some(schedule::parse(&t).has_custom_call()),
-            Some("schedule-analysis per-opcode table"),
-        );
-    }
-    if let Some(p) = inst.passes.get("final_bundles")
-        && let Ok(head) = read_head(&idx.path_of(p), 64 * 1024)
-        && let Some(line) = head.lines().find(|l| l.contains("entry bundle:"))
-    {
-        return (
-            Some(line.contains("custom-call")),
-            Some("final_bundles entry-bundle comment"),
-        );
-    }
-    (None, None)
-}
 
 impl Tool for ListLloPrograms {
     fn name(&self) -> &'static str {
