@@ -276,6 +276,44 @@ pub fn from_hlo_dump(dir: &Path, kernel: &str) -> Result<(Value, Vec<PathBuf>)> 
     ))
 }
 
+/// M2: a kernel named by its HLO op (`matmul_optimized.1`) is found in a Mosaic dump through
+/// the HLO dump: the custom call's bytecode names its MLIR function(s), and the Mosaic files
+/// are matched on those. Returns the Mosaic result with `matched_via`.
+pub fn from_mosaic_dump_via_hlo(
+    mosaic_dir: &Path,
+    hlo_dir: &Path,
+    kernel: &str,
+    pass_label: Option<&str>,
+    max_chars: usize,
+) -> Result<(Value, PathBuf)> {
+    let (hlo, _) = from_hlo_dump(hlo_dir, kernel)?;
+    let funcs: Vec<String> = hlo["bytecode_summary"]["functions"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let op = hlo["kernel"].as_str().unwrap_or("").to_string();
+    for f in &funcs {
+        if let Ok((mut v, path)) = from_mosaic_dump(mosaic_dir, f, pass_label, max_chars) {
+            v["matched_via"] = json!(format!(
+                "HLO custom call {op} ({}) → MLIR function @{f} → Mosaic dump",
+                hlo["hlo_file"].as_str().unwrap_or("")
+            ));
+            return Ok((v, path));
+        }
+    }
+    Err(LloError::no_data(
+        format!(
+            "no Mosaic dump file in '{}' matches kernel='{kernel}', nor the MLIR function(s) {funcs:?} of its HLO custom call {op}",
+            mosaic_dir.display()
+        ),
+        MOSAIC_CAPTURE_FLAGS,
+    ))
+}
+
 /// The text for "no directory at all" (the seed's, which its tests check).
 pub const NO_DIR_TEXT: &str = "No dump directory available. Provide `mosaic_dump_dir` (capture with LIBTPU_INIT_ARGS=\"--xla_mosaic_dump_to=<dir>\" — textual MLIR) or `hlo_dump_dir` / $XLA_HLO_DUMP_DIR (XLA_FLAGS=\"--xla_dump_to=<dir>\" — bytecode summary).";
 

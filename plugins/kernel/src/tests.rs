@@ -668,6 +668,30 @@ fn row14_custom_call_mlir_from_mosaic_dump() {
         json!({"mosaic_dump_dir": d, "kernel": "matmul_pipeline", "max_chars": 10}),
     );
     assert_eq!(by_func["kernel"], "anonymous");
+    // …and so does the HLO op name, through the HLO dump's custom call.
+    if let Some(h) = fixture("hlo_dump") {
+        let r = ok(
+            "get_custom_call_mlir",
+            json!({"mosaic_dump_dir": d, "hlo_dump_dir": h, "kernel": "matmul_optimized.1", "max_chars": 10}),
+        );
+        assert_eq!(r["kernel"], "anonymous");
+        assert!(
+            r["matched_via"]
+                .as_str()
+                .unwrap()
+                .contains("@matmul_pipeline_kernel")
+        );
+        if std::env::var_os("XLA_HLO_DUMP_DIR").is_none() {
+            let r = ok(
+                "get_custom_call_mlir",
+                json!({"mosaic_dump_dir": d, "kernel": "matmul_optimized.1"}),
+            );
+            assert_eq!(
+                r["status"], "no_data",
+                "without the HLO dump the op name cannot be resolved"
+            );
+        }
+    }
 }
 
 #[test]

@@ -69,8 +69,30 @@ impl Tool for GetCustomCallMlir {
                     });
                 }
                 call.read_dir(&dir);
+                let hlo_dir = dir_from_arg_or_env(
+                    call.opt_nonempty("hlo_dump_dir")
+                        .map_err(tool_to_llo)?
+                        .as_deref(),
+                    "XLA_HLO_DUMP_DIR",
+                )
+                .filter(|h| h.is_dir());
                 let (v, file) =
-                    mosaic::from_mosaic_dump(&dir, &kernel, pass.as_deref(), max_chars)?;
+                    match mosaic::from_mosaic_dump(&dir, &kernel, pass.as_deref(), max_chars) {
+                        // The Mosaic file token is the Pallas kernel name; an HLO op name is
+                        // resolved through the HLO dump's custom call when one is available.
+                        Err(LloError::NoData { .. }) if !kernel.is_empty() && hlo_dir.is_some() => {
+                            let h = hlo_dir.expect("checked");
+                            call.read_dir(&h);
+                            mosaic::from_mosaic_dump_via_hlo(
+                                &dir,
+                                &h,
+                                &kernel,
+                                pass.as_deref(),
+                                max_chars,
+                            )?
+                        }
+                        other => other?,
+                    };
                 call.read_file(file);
                 let mut v = v;
                 v["provenance"] = xprof_llo::provenance(
