@@ -516,22 +516,108 @@ fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>) {
 /// Step id → (begin, end, name) on one core.
 type StepSpans = BTreeMap<i64, (i64, i64, String)>;
 
-/// Step spans of one TPU core, from its `Steps` line — XProf takes TPU step markers only from
-/// there. The group is the event's `group_id`, else its position (XProf groups device steps in
-/// lock step across cores when the host did not group them).
-fn tpu_core_step_spans(plane: &Plane) -> Option<StepSpans> {
-    let line = plane.line(STEPS).filter(|l| !l.events.is_empty())?;
-    let mut m = BTreeMap::new();
-    for (i, e) in line.events.iter().enumerate() {
-        let id = e.stats.i64(StatKey::GroupId).unwrap_or(i as i64);
-        let (b, d) = device_span(e);
-        // Consecutive step events of one group are one step.
-        let end = b.saturating_add(d);
-        let ent = m.entry(id).or_insert((b, end, id.to_string()));
-        ent.0 = ent.0.min(b);
-        ent.1 = ent.1.max(end);
+/// Host groups a device event can join: producer context (`_pt`, `_p`) of a grouped host
+/// event → (group id, group name). Built from XProf's host grouping (`_r` roots, flows).
+pub struct HostContexts {
+    by_context: HashMap<(u64, u64), (i64, String)>,
+    /// Number of host groups (device-only groups are numbered after them, as in XProf).
+    pub num_groups: i64,
+}
+
+pub fn host_contexts(host: Option<&Plane>) -> HostContexts {
+    let mut by_context = HashMap::new();
+    let Some(plane) = host else {
+        return HostContexts {
+            by_context,
+            num_groups: 0,
+        };
+    };
+    let (groups, roots, source) = host_event_groups(plane);
+    if source == StepsSource::None {
+        return HostContexts {
+            by_context,
+            num_groups: 0,
+        };
     }
-    Some(m)
+    let mut names: HashMap<i64, String> = HashMap::new();
+    for (gid, &(li, ei)) in roots.iter().enumerate() {
+        let e = &plane.lines[li].events[ei];
+        let name = &plane.meta(e).name;
+        names.insert(
+            gid as i64,
+            match e.stats.i64(StatKey::StepNum) {
+                Some(n) => format!("{name} {n}"),
+                None => format!("{name} {gid}"),
+            },
+        );
+    }
+    let mut max_gid = -1;
+    for (li, line) in plane.lines.iter().enumerate() {
+        for (ei, e) in line.events.iter().enumerate() {
+            let Some(g) = groups[li][ei] else { continue };
+            max_gid = max_gid.max(g);
+            if let (Some(t), Some(id)) = (
+                e.stats.u64(StatKey::ProducerType),
+                e.stats.u64(StatKey::ProducerId),
+            ) {
+                let name = e
+                    .stats
+                    .str(StatKey::StepName)
+                    .map(str::to_string)
+                    .or_else(|| names.get(&g).cloned())
+                    .unwrap_or_else(|| g.to_string());
+                by_context.entry((t, id)).or_insert((g, name));
+            }
+        }
+    }
+    HostContexts {
+        by_context,
+        num_groups: max_gid + 1,
+    }
+}
+
+/// One `Steps` event of a core: its group (id, name) if it has one, begin, end.
+type CoreStepEvent = (Option<(i64, String)>, i64, i64);
+
+/// Step spans of one TPU core, from its `Steps` line — XProf takes TPU step markers only from
+/// there. A step's group is its `group_id` stat; else the host group whose producer context
+/// is consumed (`_ct`, `_c`) by the step event or an event inside it (XProf's grouping);
+/// else `None` (grouped later in lock step).
+fn tpu_core_step_spans(plane: &Plane, host: &HostContexts) -> Option<Vec<CoreStepEvent>> {
+    let line = plane.line(STEPS).filter(|l| !l.events.is_empty())?;
+    // Consumer contexts on this core, by plain start time.
+    let mut consumers: Vec<(i64, i64, (u64, u64))> = Vec::new();
+    if !host.by_context.is_empty() {
+        for l in &plane.lines {
+            for e in &l.events {
+                if let (Some(t), Some(id)) = (
+                    e.stats.u64(StatKey::ConsumerType),
+                    e.stats.u64(StatKey::ConsumerId),
+                ) {
+                    consumers.push((e.start_ps, e.end_ps(), (t, id)));
+                }
+            }
+        }
+        consumers.sort_unstable();
+    }
+    let mut out = Vec::new();
+    for e in &line.events {
+        let (b, d) = device_span(e);
+        let group = match e.stats.i64(StatKey::GroupId) {
+            Some(g) => Some((g, g.to_string())),
+            None => {
+                let (pb, pe) = (e.start_ps, e.end_ps());
+                let lo = consumers.partition_point(|c| c.0 < pb);
+                consumers[lo..]
+                    .iter()
+                    .take_while(|c| c.0 <= pe)
+                    .filter(|c| c.1 <= pe)
+                    .find_map(|c| host.by_context.get(&c.2).cloned())
+            }
+        };
+        out.push((group, b, b.saturating_add(d)));
+    }
+    Some(out)
 }
 
 /// Self time per category of the op events inside `[b, e]` on one core.
@@ -568,14 +654,40 @@ fn category_breakdown(plane: &Plane, b: i64, e: i64) -> BTreeMap<String, u64> {
     out
 }
 
-fn tpu_steps(tpu: &[&Plane]) -> Option<(StepsSource, Vec<Step>)> {
-    let mut per_core: Vec<(i64, StepsSource, StepSpans)> = Vec::new();
-    for p in tpu {
-        if let Some(m) = tpu_core_step_spans(p) {
-            per_core.push((p.id, StepsSource::StepsLine, m));
-        }
+fn tpu_steps(tpu: &[&Plane], host: Option<&Plane>) -> Option<(StepsSource, Vec<Step>)> {
+    let contexts = host_contexts(host);
+    let raw: Vec<(i64, Vec<CoreStepEvent>)> = tpu
+        .iter()
+        .filter_map(|p| tpu_core_step_spans(p, &contexts).map(|v| (p.id, v)))
+        .collect();
+    if raw.is_empty() {
+        return None;
     }
-    if per_core.is_empty() {
+    // When no step of any core joined a group, XProf groups device steps in lock step, numbered
+    // after the host groups.
+    let any_grouped = raw.iter().any(|(_, v)| v.iter().any(|x| x.0.is_some()));
+    let mut per_core: Vec<(i64, StepsSource, StepSpans)> = Vec::new();
+    for (core, v) in raw {
+        let mut m: StepSpans = BTreeMap::new();
+        for (i, (g, b, e)) in v.into_iter().enumerate() {
+            let (id, name) = match g {
+                Some(x) => x,
+                // Ungrouped step events are discarded once others are grouped (XProf
+                // `MergeHostSteps`), else numbered in order.
+                None if any_grouped => continue,
+                None => {
+                    let id = contexts.num_groups + i as i64;
+                    (id, id.to_string())
+                }
+            };
+            // Consecutive step events of one group are one step.
+            let ent = m.entry(id).or_insert((b, e, name));
+            ent.0 = ent.0.min(b);
+            ent.1 = ent.1.max(e);
+        }
+        per_core.push((core, StepsSource::StepsLine, m));
+    }
+    if per_core.iter().all(|c| c.2.is_empty()) {
         return None;
     }
     let source = per_core[0].1;
@@ -586,7 +698,7 @@ fn tpu_steps(tpu: &[&Plane]) -> Option<(StepsSource, Vec<Step>)> {
     for id in ids {
         let mut step = Step {
             step_num: id,
-            name: id.to_string(),
+            name: per_core[0].2[&id].2.clone(),
             per_core: BTreeMap::new(),
         };
         for (core, _, m) in &per_core {
@@ -616,7 +728,7 @@ fn tpu_steps(tpu: &[&Plane]) -> Option<(StepsSource, Vec<Step>)> {
 pub fn step_db(tpu: &[&Plane], gpus: &[&Plane], host: Option<&Plane>) -> StepDb {
     if !tpu.is_empty() {
         // TPU step lines already exclude incomplete steps.
-        return match tpu_steps(tpu) {
+        return match tpu_steps(tpu, host) {
             Some((source, steps)) => StepDb {
                 source,
                 complete_steps: steps.clone(),

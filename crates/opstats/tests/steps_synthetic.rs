@@ -246,3 +246,54 @@ fn without_markers_xprof_has_no_steps_and_we_infer_one_per_module() {
     assert!(ov["performance_summary"]["steptime_ms_average"].is_null());
     assert_eq!(ov["steps"]["steps_inferred"]["count"], 2);
 }
+
+#[test]
+fn tpu_steps_join_host_roots_through_flows() {
+    // Host: `train` 5 on [0,1000] dispatches context (12, 100); `train` 6 on [1000,2000]
+    // dispatches (12, 200). Device: Steps [100,900], [1100,1900] and [2100,2500]; the module
+    // inside each of the first two consumes the matching context. The third step has no host
+    // group: dropped, as XProf discards ungrouped steps once others are grouped.
+    let s = stats(
+        XSpaceBuilder::new()
+            .plane("/host:CPU", |p| {
+                p.line_with_id(1, "python", |l| {
+                    l.event("train", 0, 1000)
+                        .stat("_r", 1i64)
+                        .stat("step_num", 5i64)
+                        .event("Execute", 10, 50)
+                        .stat("_pt", 12i64)
+                        .stat("_p", 100u64)
+                        .event("train", 1000, 1000)
+                        .stat("_r", 1i64)
+                        .stat("step_num", 6i64)
+                        .event("Execute", 1010, 50)
+                        .stat("_pt", 12i64)
+                        .stat("_p", 200u64)
+                })
+            })
+            .plane("/device:TPU:0", |p| {
+                p.line("Steps", |l| {
+                    l.event("s", 100, 800)
+                        .event("s", 1100, 800)
+                        .event("s", 2100, 400)
+                })
+                .line("XLA Modules", |l| {
+                    l.event("jit_f(42)", 150, 600)
+                        .stat("_ct", 12i64)
+                        .stat("_c", 100u64)
+                        .event("jit_f(42)", 1150, 600)
+                        .stat("_ct", 12i64)
+                        .stat("_c", 200u64)
+                })
+                .line("XLA Ops", |l| op(l, "fusion.1", 1, "loop fusion", 200, 100))
+            }),
+    );
+    assert_eq!(s.steps.source, StepsSource::StepsLine);
+    let got: Vec<(i64, &str, u64)> = s
+        .steps
+        .steps
+        .iter()
+        .map(|x| (x.step_num, x.name.as_str(), x.duration_ps()))
+        .collect();
+    assert_eq!(got, [(0, "train 5", 800), (1, "train 6", 800)]);
+}
