@@ -17,6 +17,8 @@ pub struct Graph<'m> {
     pub by_name: HashMap<&'m str, Loc>,
     /// users[comp][instr] = locations of the instructions using it as an operand.
     users: Vec<Vec<Vec<Loc>>>,
+    /// Instructions calling each computation (by computation index).
+    callers: Vec<Vec<Loc>>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -45,8 +47,9 @@ pub struct Neighbor {
     pub computation: String,
     pub opcode: String,
     pub distance: usize,
-    /// How it was first reached from the target: `target`, `operand` (upstream) or `user`
-    /// (downstream).
+    /// How it was first reached from the target: `target`, `operand` (upstream), `user`
+    /// (downstream), or with `follow_calls` `callee` / `caller` (into or out of a called
+    /// computation).
     pub direction: &'static str,
     pub is_root: bool,
     pub line: String,
@@ -89,10 +92,27 @@ impl<'m> Graph<'m> {
                 }
             }
         }
+        let comp_index: HashMap<&str, usize> = module
+            .computations
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.name.as_str(), i))
+            .collect();
+        let mut callers = vec![Vec::new(); module.computations.len()];
+        for (ci, c) in module.computations.iter().enumerate() {
+            for (ii, ins) in c.instructions.iter().enumerate() {
+                for k in &ins.called_computations {
+                    if let Some(&kc) = comp_index.get(k.as_str()) {
+                        callers[kc].push((ci, ii));
+                    }
+                }
+            }
+        }
         Graph {
             module,
             by_name,
             users,
+            callers,
         }
     }
 
@@ -177,6 +197,102 @@ impl<'m> Graph<'m> {
         direction: Direction,
         max_nodes: usize,
     ) -> Vec<Neighbor> {
+        self.neighborhood_with(target, radius, direction, max_nodes, false)
+    }
+
+    fn comp_of(&self, name: &str) -> Option<usize> {
+        self.module.computations.iter().position(|c| c.name == name)
+    }
+
+    /// Opcodes whose called computation's parameter N is the caller's operand N.
+    fn passes_operands(opcode: &str) -> bool {
+        matches!(opcode, "fusion" | "call" | "while" | "async-start")
+    }
+
+    /// Call edges, upstream: a caller's called roots (`callee`), and for a parameter of a
+    /// called computation, the caller's matching operand (`caller`).
+    fn call_operands(&self, loc: Loc) -> Vec<(Loc, &'static str)> {
+        let ins = self.instr(loc);
+        let mut out = Vec::new();
+        for k in ins
+            .called_computations
+            .iter()
+            .filter_map(|k| self.comp_of(k))
+        {
+            if let Some(r) = self.module.computations[k]
+                .instructions
+                .iter()
+                .position(|i| i.is_root)
+            {
+                out.push(((k, r), "callee"));
+            }
+        }
+        if ins.opcode == "parameter"
+            && let Some(n) = ins
+                .literal
+                .as_deref()
+                .and_then(|l| l.trim().parse::<usize>().ok())
+        {
+            for &c in &self.callers[loc.0] {
+                if Self::passes_operands(&self.instr(c).opcode)
+                    && let Some(&o) = self.operands_of(c).get(n)
+                {
+                    out.push((o, "caller"));
+                }
+            }
+        }
+        out
+    }
+
+    /// Call edges, downstream: a called root's callers (`caller`), and the parameters that
+    /// receive this instruction in the computations its users call (`callee`).
+    fn call_users(&self, loc: Loc) -> Vec<(Loc, &'static str)> {
+        let ins = self.instr(loc);
+        let mut out = Vec::new();
+        if ins.is_root {
+            out.extend(self.callers[loc.0].iter().map(|&c| (c, "caller")));
+        }
+        for &u in self.users_of(loc) {
+            let user = self.instr(u);
+            if !Self::passes_operands(&user.opcode) {
+                continue;
+            }
+            let positions: Vec<usize> = self
+                .operands_of(u)
+                .iter()
+                .enumerate()
+                .filter(|(_, o)| **o == loc)
+                .map(|(i, _)| i)
+                .collect();
+            for k in user
+                .called_computations
+                .iter()
+                .filter_map(|k| self.comp_of(k))
+            {
+                for (pi, p) in self.module.computations[k].instructions.iter().enumerate() {
+                    let n = p
+                        .literal
+                        .as_deref()
+                        .and_then(|l| l.trim().parse::<usize>().ok());
+                    if p.opcode == "parameter" && n.is_some_and(|n| positions.contains(&n)) {
+                        out.push(((k, pi), "callee"));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// [`Graph::neighborhood`], optionally also stepping into called computations and back
+    /// out to callers (`follow_calls`); such steps are labelled `callee` / `caller`.
+    pub fn neighborhood_with(
+        &self,
+        target: Loc,
+        radius: usize,
+        direction: Direction,
+        max_nodes: usize,
+        follow_calls: bool,
+    ) -> Vec<Neighbor> {
         let mut seen: HashMap<Loc, (usize, &'static str)> = HashMap::new();
         seen.insert(target, (0, "target"));
         let mut queue = VecDeque::from([target]);
@@ -188,9 +304,15 @@ impl<'m> Graph<'m> {
             let mut next: Vec<(Loc, &'static str)> = Vec::new();
             if direction != Direction::Users {
                 next.extend(self.operands_of(loc).into_iter().map(|l| (l, "operand")));
+                if follow_calls {
+                    next.extend(self.call_operands(loc));
+                }
             }
             if direction != Direction::Operands {
                 next.extend(self.users_of(loc).iter().map(|&l| (l, "user")));
+                if follow_calls {
+                    next.extend(self.call_users(loc));
+                }
             }
             for (n, how) in next {
                 if let std::collections::hash_map::Entry::Vacant(e) = seen.entry(n) {
@@ -329,6 +451,39 @@ mod tests {
         assert_eq!(names, vec!["d", "a", "c", "b"]);
         let n = g.neighborhood(d, 2, Direction::Users, 0);
         assert_eq!(n.len(), 1);
+    }
+
+    #[test]
+    fn follow_calls_crosses_into_fusions_and_back() {
+        let m = parse(
+            "HloModule m\n\n%f (p0: f32[], p1: f32[]) -> f32[] {\n  %p0 = f32[] parameter(0)\n  %p1 = f32[] parameter(1)\n  ROOT %s = f32[] add(%p0, %p1)\n}\n\nENTRY %main {\n  %a = f32[] parameter(0)\n  %b = f32[] parameter(1)\n  ROOT %fu = f32[] fusion(%a, %b), kind=kLoop, calls=%f\n}\n",
+            "t",
+        )
+        .unwrap();
+        let g = Graph::new(&m);
+        let plain = g.neighborhood(g.find("fu").unwrap(), 1, Direction::Both, 0);
+        assert_eq!(plain.len(), 3);
+        let n = g.neighborhood_with(g.find("fu").unwrap(), 1, Direction::Operands, 0, true);
+        let got: Vec<_> = n.iter().map(|x| (x.name.as_str(), x.direction)).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("fu", "target"),
+                ("a", "operand"),
+                ("b", "operand"),
+                ("s", "callee")
+            ]
+        );
+        // From the parameter p1 back out to the caller's operand b.
+        let n = g.neighborhood_with(g.find("p1").unwrap(), 1, Direction::Operands, 0, true);
+        assert_eq!(n[1].name, "b");
+        assert_eq!(n[1].direction, "caller");
+        // Downstream from b into the fusion's p1, and from the root s out to fu.
+        let n = g.neighborhood_with(g.find("b").unwrap(), 1, Direction::Users, 0, true);
+        let got: Vec<_> = n.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(got, vec!["b", "fu", "p1"]);
+        let n = g.neighborhood_with(g.find("s").unwrap(), 1, Direction::Users, 0, true);
+        assert_eq!(n[1].name, "fu");
     }
 
     #[test]

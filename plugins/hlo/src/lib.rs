@@ -349,6 +349,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r["nodes"].as_array().unwrap().len(), 1);
+        let r = call("get_hlo_neighborhood", json!({"path": run, "instruction_name": "ynn_fusion", "radius": 1, "follow_calls": true})).unwrap();
+        let nodes = r["nodes"].as_array().unwrap();
+        assert!(
+            nodes
+                .iter()
+                .any(|n| n["name"] == "dot_general.0" && n["direction"] == "callee"),
+            "{nodes:?}"
+        );
         let r = call(
             "get_hlo_neighborhood",
             json!({"path": run, "instruction_name": "p.1", "opcode_filter": "fusion,parameter"}),

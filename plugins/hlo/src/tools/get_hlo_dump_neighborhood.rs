@@ -40,6 +40,11 @@ impl Tool for GetHloDumpNeighborhood {
             &["both", "operands", "users"],
             "both",
         )
+            .boolean(
+                "follow_calls",
+                "Also step into called computations (fusion bodies, call/while bodies) and back out to callers.",
+                false,
+            )
         .integer_min(
             "max_nodes",
             "At most this many nodes (0: no limit).",
@@ -75,6 +80,7 @@ impl Tool for GetHloDumpNeighborhood {
             ToolError::invalid("argument `direction` must be both, operands or users")
         })?;
         let max_nodes = call.usize_or("max_nodes", 200)?;
+        let follow_calls = call.bool_or("follow_calls", false)?;
         let d = dump_dir(call)?;
         let sel = d.select(&pattern).map_err(hlo_error)?;
         let (_, path) = sel.module.resolve_stage(&stage).map_err(hlo_error)?;
@@ -86,7 +92,7 @@ impl Tool for GetHloDumpNeighborhood {
             t.message = format!("{} (stage {stage} of {})", t.message, sel.module.prefix);
             t
         })?;
-        let nodes = g.neighborhood(target, radius, direction, max_nodes);
+        let nodes = g.neighborhood_with(target, radius, direction, max_nodes, follow_calls);
         let tname = name.trim().trim_start_matches('%');
         let out = format!(
             "Neighborhood of '%{tname}' (radius={radius})\nStage: {stage}  Module: {}\n\n{}",

@@ -36,6 +36,11 @@ impl Tool for GetHloNeighborhood {
                 &["both", "operands", "users"],
                 "both",
             )
+            .boolean(
+                "follow_calls",
+                "Also step into called computations (fusion bodies, call/while bodies) and back out to callers.",
+                false,
+            )
             .string_enum("fmt", "Text layout.", &["text", "markdown"], "text")
             .integer_min(
                 "max_nodes",
@@ -79,6 +84,7 @@ impl Tool for GetHloNeighborhood {
         })?;
         let markdown = call.str_or("fmt", "text")? == "markdown";
         let max_nodes = call.usize_or("max_nodes", 200)?;
+        let follow_calls = call.bool_or("follow_calls", false)?;
         let metadata = call.bool_or("print_metadata", false)?;
         let filter = call.str_list("opcode_filter")?;
         let Some(lm) = load_module(call)? else {
@@ -94,7 +100,7 @@ impl Tool for GetHloNeighborhood {
         let parsed = xprof_hlo::parse(&text, &lm.module.name).map_err(hlo_error)?;
         let g = Graph::new(&parsed);
         let target = g.find(&name).map_err(hlo_error)?;
-        let mut nodes = g.neighborhood(target, radius, direction, 0);
+        let mut nodes = g.neighborhood_with(target, radius, direction, 0, follow_calls);
         if !filter.is_empty() {
             nodes.retain(|n| n.distance == 0 || filter.iter().any(|f| f == &n.opcode));
         }
