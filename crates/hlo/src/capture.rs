@@ -65,45 +65,21 @@ fn decode(bytes: &[u8], origin: &str) -> Result<HloModuleProto, HloError> {
     })
 }
 
-/// Modules embedded in one XSpace's `/host:metadata` plane. The event metadata is named
-/// `<module>(<program_id>)` by the profiler; only when it is not is the proto decoded for the
-/// module's name (decoding every module just to list them costs more than the listing).
-fn embedded(space: &XSpace, path: &std::path::Path) -> Result<Vec<CapturedModule>, HloError> {
-    let Some(plane) = space.plane("/host:metadata") else {
-        return Ok(Vec::new());
-    };
-    let mut out = Vec::new();
-    for md in plane.event_metadata_iter() {
-        let Some(bytes) = md.stat("Hlo Proto").and_then(|s| s.bytes()) else {
-            continue;
-        };
-        let program_id = md
-            .stat("program_id")
-            .and_then(|s| s.uint().or_else(|| s.int().map(|i| i as u64)))
-            .unwrap_or(md.id() as u64);
-        let (named, named_id) = split_program_id(md.name());
-        let module_name =
-            if named_id.as_deref() == Some(program_id.to_string().as_str()) && !named.is_empty() {
-                named
-            } else {
-                let origin = format!(
-                    "{} (/host:metadata, event metadata {})",
-                    path.display(),
-                    md.id()
-                );
-                decode(bytes, &origin)?.name
-            };
-        out.push(CapturedModule {
-            name: format!("{module_name}({program_id})"),
-            module_name,
-            program_id: Some(program_id.to_string()),
+/// Modules embedded in one XSpace's `/host:metadata` plane, found by `xprof-xspace` (XProf's
+/// extraction rules: program id, display name, dedup, `NO_MODULE` skipped).
+fn embedded(space: &XSpace, path: &std::path::Path) -> Vec<CapturedModule> {
+    xprof_xspace::hlo::embedded_hlo_modules(space)
+        .into_iter()
+        .map(|m| CapturedModule {
+            name: m.display_name(),
+            module_name: m.name.clone(),
+            program_id: Some(m.program_id.to_string()),
             source: ModuleSource::XSpace {
                 path: path.to_path_buf(),
-                metadata_id: md.id(),
+                metadata_id: m.metadata_id,
             },
-        });
-    }
-    Ok(out)
+        })
+        .collect()
 }
 
 /// The module a `<module>(<program_id>).hlo_proto.pb` file holds (named by its stem).
@@ -144,7 +120,7 @@ pub fn list_modules(session: &Session) -> Result<(Vec<CapturedModule>, Vec<PathB
     for host in &session.hosts {
         let space = XSpace::open(&host.path)?;
         read.push(host.path.clone());
-        for m in embedded(&space, &host.path)? {
+        for m in embedded(&space, &host.path) {
             let id = m.program_id.clone().unwrap_or_default();
             if names.contains(&m.name) || ids.contains(&id) {
                 continue;
@@ -203,11 +179,10 @@ pub fn load(module: &CapturedModule) -> Result<HloModuleProto, HloError> {
         }
         ModuleSource::XSpace { path, metadata_id } => {
             let space = XSpace::open(path)?;
-            let bytes = space
-                .plane("/host:metadata")
-                .and_then(|p| p.event_metadata(*metadata_id))
-                .and_then(|md| md.stat("Hlo Proto"))
-                .and_then(|s| s.bytes())
+            let bytes = xprof_xspace::hlo::embedded_hlo_modules(&space)
+                .into_iter()
+                .find(|m| m.metadata_id == *metadata_id)
+                .map(|m| m.bytes)
                 .ok_or_else(|| HloError::ModuleNotFound {
                     name: module.name.clone(),
                     available: Vec::new(),
