@@ -135,6 +135,10 @@ async def check_session(session: ClientSession, ctx: dict) -> None:
         assert '"x-' not in dumped, f"{t.name}: x- keywords leak into the schema"
         for pname, p in schema.get("properties", {}).items():
             assert p.get("description"), f"{t.name}.{pname} has no description"
+    # Aliases are not listed but are callable (a tool failure is fine; "unknown tool" is not).
+    for alias in sorted(ctx["aliases"])[:1]:
+        res = await session.call_tool(alias, {"path": str(ctx["logdir"])})
+        assert isinstance(res, types.CallToolResult), alias
     hosts_tool = next(t for t in listed if t.name == "get_hosts")
     assert hosts_tool.inputSchema["properties"]["path"]["format"] == "path"
 
