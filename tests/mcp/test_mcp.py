@@ -260,6 +260,32 @@ def test_stdio_client_roots_extend_the_configured_ones(xprof_bin, plugin_dir, ca
     asyncio.run(go())
 
 
+def test_stdio_each_call_sees_the_newest_capture(xprof_bin, plugin_dir, cache_dir, seed_logdir, tmp_path):
+    """One server, plugins loaded once: a host added to the run shows up in the next answer."""
+    logdir = tmp_path / "logdir"
+    shutil.copytree(seed_logdir, logdir)
+    run = logdir / "plugins" / "profile" / "testrun"
+
+    async def go():
+        params = stdio_params(xprof_bin, plugin_dir, cache_dir, "--root", str(tmp_path))
+        with open(os.devnull, "w") as devnull:
+            async with stdio_client(params, errlog=devnull) as (r, w):
+                async with ClientSession(r, w) as session:
+                    await session.initialize()
+
+                    async def hosts():
+                        res = await session.call_tool("get_hosts", {"path": str(logdir)})
+                        assert not res.isError, res.content
+                        return [h["hostname"] for h in res.structuredContent["hosts"]]
+
+                    assert await hosts() == ["host0"]
+                    assert await hosts() == ["host0"]
+                    shutil.copy(run / "host0.xplane.pb", run / "host1.xplane.pb")
+                    assert await hosts() == ["host0", "host1"]
+
+    asyncio.run(go())
+
+
 def test_stdio_environment_defaults_outside_the_roots_are_refused(xprof_bin, plugin_dir, cache_dir, ctx):
     """$XPROF_LOGDIR outside the --root: explicit paths inside still work, the default does not."""
     async def go():
