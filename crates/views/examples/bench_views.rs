@@ -40,6 +40,10 @@ fn main() {
         let s = r.op_stats().unwrap();
         f(&r, &s);
     };
+    // Warm the page cache and the allocator before timing anything.
+    with_stats(&|_, s| {
+        std::hint::black_box(xprof_opstats::views::overview(s));
+    });
     let overview = time(&|| {
         with_stats(&|_, s| {
             std::hint::black_box(xprof_opstats::views::overview(s));
@@ -88,13 +92,13 @@ fn main() {
         (
             "check_host_boundness",
             time(&|| {
-                with_stats(&|r, s| {
-                    let ip = xprof_views::input_pipeline::input_pipeline(s, &r.core_details());
-                    let raw = xprof_views::load::load_raw(&hosts, xprof_views::load::device_planes)
+                let (r, raw) =
+                    xprof_views::load::load_with_raw(&hosts, &hlo, xprof_views::load::tpu_planes)
                         .unwrap();
-                    let _ = xprof_views::counters::utilization_viewer(&raw);
-                    std::hint::black_box(xprof_views::suggestions::host_boundness(s, &ip, None));
-                })
+                let s = r.op_stats().unwrap();
+                let ip = xprof_views::input_pipeline::input_pipeline(&s, &r.core_details());
+                let _ = xprof_views::counters::utilization_viewer(&raw);
+                std::hint::black_box(xprof_views::suggestions::host_boundness(&s, &ip, None));
             }),
         ),
         (
@@ -135,5 +139,47 @@ fn main() {
     ];
     for (n, t) in rows {
         println!("{n:23} {t:9.1} ms  {:5.2}× overview", t / overview);
+    }
+    // The views' own cost on top of the shared load + OpStats build.
+    let r = xprof_views::load::load_hosts(&hosts, &hlo).unwrap();
+    let s = r.op_stats().unwrap();
+    let load_build = time(&|| {
+        let r = xprof_views::load::load_hosts(&hosts, &hlo).unwrap();
+        std::hint::black_box(r.op_stats());
+    });
+    println!(
+        "load + OpStats build    {load_build:9.1} ms (shared by overview and the OpStats views)"
+    );
+    let only: Vec<(&str, f64)> = vec![
+        (
+            "overview only",
+            time(&|| {
+                std::hint::black_box(xprof_opstats::views::overview(&s));
+            }),
+        ),
+        (
+            "pod_viewer only",
+            time(&|| {
+                std::hint::black_box(xprof_views::pod::pod_viewer(&s, &r.core_details()));
+            }),
+        ),
+        (
+            "input_pipeline only",
+            time(&|| {
+                std::hint::black_box(xprof_views::input_pipeline::input_pipeline(
+                    &s,
+                    &r.core_details(),
+                ));
+            }),
+        ),
+        (
+            "framework_op_stats only",
+            time(&|| {
+                std::hint::black_box(xprof_views::framework::table(&s, false).to_json(40));
+            }),
+        ),
+    ];
+    for (n, t) in only {
+        println!("{n:23} {t:9.3} ms");
     }
 }

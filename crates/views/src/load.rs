@@ -131,6 +131,18 @@ pub fn load_raw(
         .collect()
 }
 
+/// [`load_hosts`] and [`load_raw`] of the same hosts side by side (views that need both the
+/// engine's OpStats and raw counter stats).
+#[allow(clippy::type_complexity)]
+pub fn load_with_raw(
+    hosts: &[(String, PathBuf)],
+    hlo_files: &[PathBuf],
+    planes: fn(&str) -> bool,
+) -> Result<(LoadedRun, Vec<(String, XSpace)>), ViewLoadError> {
+    let (run, raw) = rayon::join(|| load_hosts(hosts, hlo_files), || load_raw(hosts, planes));
+    Ok((run?, raw?))
+}
+
 /// Planes the kernel and counter views read.
 pub fn device_planes(name: &str) -> bool {
     name.starts_with("/device:TPU:") || name.starts_with("/device:GPU:")
@@ -139,6 +151,11 @@ pub fn device_planes(name: &str) -> bool {
 /// Planes the kernel view reads: GPUs and the embedded HLO.
 pub fn gpu_planes(name: &str) -> bool {
     name.starts_with("/device:GPU:") || name == "/host:metadata"
+}
+
+/// TPU planes (where counter samples live).
+pub fn tpu_planes(name: &str) -> bool {
+    name.starts_with("/device:TPU:")
 }
 
 /// Planes the DCN analysis reads.

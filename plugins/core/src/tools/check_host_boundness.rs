@@ -1,8 +1,8 @@
 use serde_json::{Map, Value, json};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use super::get_pod_viewer::{load_run, views_error};
-use crate::common::{session, with_capture};
+use super::get_pod_viewer::views_error;
+use crate::common::{selected_hosts, session, with_capture};
 
 pub struct CheckHostBoundness;
 register_tool!(CheckHostBoundness);
@@ -44,7 +44,21 @@ impl Tool for CheckHostBoundness {
     }
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let s = session(call)?;
-        let (run, used) = load_run(call, &s)?;
+        let used = selected_hosts(call, &s)?;
+        for h in &used {
+            call.read_file(&h.path);
+        }
+        for f in &s.hlo_protos {
+            call.read_file(f);
+        }
+        let list: Vec<(String, std::path::PathBuf)> = used
+            .iter()
+            .map(|h| (h.name.clone(), h.path.clone()))
+            .collect();
+        // The engine's model and the TPU planes' counter samples (for ICI), read side by side.
+        let (run, raw) =
+            xprof_views::load::load_with_raw(&list, &s.hlo_protos, xprof_views::load::tpu_planes)
+                .map_err(views_error)?;
         let (st, empty_intersect) = run
             .op_stats_checked()
             .ok_or_else(|| ToolError::internal("no host selected"))?;
@@ -53,19 +67,6 @@ impl Tool for CheckHostBoundness {
             &run.core_details(),
             empty_intersect,
         );
-        // ICI utilisation from counter samples, when the capture has them.
-        let raw = if st.run_env.device_type.contains("TPU") {
-            let list: Vec<(String, std::path::PathBuf)> = run
-                .hosts
-                .iter()
-                .map(|h| (h.name.clone(), h.path.clone()))
-                .collect();
-            // Only TPU planes: counters live there.
-            xprof_views::load::load_raw(&list, |n| n.starts_with("/device:TPU:"))
-                .map_err(views_error)?
-        } else {
-            Vec::new()
-        };
         let ici = ici_percent(&xprof_views::counters::utilization_viewer(&raw));
         let body = match xprof_views::suggestions::host_boundness(&st, &ip, ici) {
             Value::Object(m) => m,
