@@ -93,27 +93,36 @@ fn main() -> std::process::ExitCode {
         .filter(|p| plane_re.is_match(p.name()))
         .flat_map(|p| p.lines())
         .collect();
-    // Accumulate per line into a table indexed by the metadata's dense position (the last
-    // slot collects events whose metadata is missing), in parallel over lines.
-    let per_line: Vec<Vec<Acc>> = lines
-        .par_iter()
-        .map(|l| {
-            let plane = l.plane();
+    // Accumulate per run of events (lines split into ~1 MiB runs, so one huge line does not
+    // serialize the scan) into a table indexed by the metadata's dense position; the last slot
+    // collects events whose metadata is missing.
+    let runs: Vec<_> = lines
+        .iter()
+        .flat_map(|l| l.events_chunked(1 << 20))
+        .collect();
+    let per_run: Vec<(xprof_xspace::Plane<'_>, Vec<Acc>)> = runs
+        .into_par_iter()
+        .map(|events| {
+            let mut events = events;
+            let Some(first) = events.next() else {
+                return None;
+            };
+            let plane = first.plane();
             let unknown = plane.num_event_metadata();
             let mut t = vec![Acc::default(); unknown + 1];
-            for e in l.events() {
+            for e in std::iter::once(first).chain(events) {
                 let pos = plane
                     .event_metadata_position(e.metadata_id())
                     .unwrap_or(unknown);
                 t[pos].add(e.duration_ps());
             }
-            t
+            Some((plane, t))
         })
+        .flatten()
         .collect();
     let mut by_name: HashMap<&str, Acc> = HashMap::new();
     let mut scanned = 0u64;
-    for (l, t) in lines.iter().zip(&per_line) {
-        let plane = l.plane();
+    for (plane, t) in &per_run {
         for (pos, acc) in t.iter().enumerate().filter(|(_, a)| a.count > 0) {
             scanned += acc.count;
             let name = match plane.event_metadata_at(pos) {

@@ -1075,8 +1075,40 @@ impl<'a> Line<'a> {
         Events {
             line: *self,
             pos: self.d.msg.0,
+            end: self.d.msg.1,
             remaining: self.d.num_events,
         }
+    }
+    /// The events split into consecutive runs of about `chunk_bytes` of the file each (at
+    /// least one event per run), in file order: iterate them on several threads to process one
+    /// huge line in parallel. Finding the split points reads one tag and one length per event.
+    pub fn events_chunked(&self, chunk_bytes: usize) -> Vec<Events<'a>> {
+        let buf: &'a [u8] = &self.plane.space.buf;
+        let (s, e) = self.d.msg;
+        let mut out = Vec::new();
+        let (mut start, mut count, mut p) = (s, 0usize, s);
+        while p < e {
+            if p - start >= chunk_bytes.max(1) && count > 0 {
+                out.push(Events {
+                    line: *self,
+                    pos: start,
+                    end: p,
+                    remaining: count,
+                });
+                (start, count) = (p, 0);
+            }
+            if buf[p] == 0x22 {
+                count += 1;
+            }
+            p = wire::skip_trusted(buf, p, e);
+        }
+        out.push(Events {
+            line: *self,
+            pos: start,
+            end: e,
+            remaining: count,
+        });
+        out
     }
 }
 
@@ -1084,6 +1116,7 @@ impl<'a> Line<'a> {
 pub struct Events<'a> {
     line: Line<'a>,
     pos: usize,
+    end: usize,
     remaining: usize,
 }
 
@@ -1093,7 +1126,7 @@ impl<'a> Iterator for Events<'a> {
     fn next(&mut self) -> Option<Event<'a>> {
         // Validated at open, so the fields cannot fail. Fast path: the one-byte `events` tag.
         let buf: &'a [u8] = &self.line.plane.space.buf;
-        let (end, mut p) = (self.line.d.msg.1, self.pos);
+        let (end, mut p) = (self.end, self.pos);
         while p < end {
             if buf[p] == 0x22 {
                 p += 1;

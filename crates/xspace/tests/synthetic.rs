@@ -259,6 +259,17 @@ fn huge_lines_are_validated_in_chunks() {
     assert_eq!(line.timestamp_ns(), 5);
     let last = line.events().last().unwrap();
     assert_eq!(last.stat("k").unwrap().int(), Some(n - 1));
+    // Chunked iteration yields the same events in the same order, split into several runs.
+    let runs = line.events_chunked(256 << 10);
+    assert!(runs.len() > 4, "{} runs", runs.len());
+    assert_eq!(runs.iter().map(|r| r.len()).sum::<usize>(), n as usize);
+    let ks: Vec<i64> = runs
+        .into_iter()
+        .flatten()
+        .map(|e| e.stat("k").unwrap().int().unwrap())
+        .collect();
+    assert_eq!(ks, (0..n).collect::<Vec<_>>());
+    assert_eq!(line.events_chunked(usize::MAX).len(), 1);
 
     // Corrupt event number n-10 (its `k` stat becomes a string that is not UTF-8).
     let mut space_pb: pb::XSpace = b.build();
