@@ -306,6 +306,37 @@ def test_stdio_environment_defaults_outside_the_roots_are_refused(xprof_bin, plu
     asyncio.run(go())
 
 
+def test_stdio_client_roots_are_fetched_again_after_list_changed(xprof_bin, plugin_dir, cache_dir, ctx, sandbox):
+    announced = [sandbox["client_root"]]
+
+    async def list_roots(_context):
+        return types.ListRootsResult(roots=[types.Root(uri=p.as_uri()) for p in announced])
+
+    async def go():
+        params = stdio_params(xprof_bin, plugin_dir, cache_dir, "--root", str(ctx["root"]))
+        target = str(sandbox["outside"] / "logdir")
+        with open(os.devnull, "w") as devnull:
+            async with stdio_client(params, errlog=devnull) as (r, w):
+                async with ClientSession(r, w, list_roots_callback=list_roots) as session:
+                    await session.initialize()
+                    res = await session.call_tool("get_hosts", {"path": target})
+                    assert res.isError and "outside" in res.content[0].text
+                    announced.append(sandbox["outside"])
+                    # Not announced yet: the server keeps the list it fetched.
+                    res = await session.call_tool("get_hosts", {"path": target})
+                    assert res.isError
+                    await session.send_roots_list_changed()
+                    # The server handles the notification and the next request concurrently,
+                    # so wait (by calls, not time) for it to take effect.
+                    for _ in range(100):
+                        res = await session.call_tool("get_hosts", {"path": target})
+                        if not res.isError:
+                            break
+                    assert not res.isError, res.content
+
+    asyncio.run(go())
+
+
 def test_stdio_stdout_carries_only_json_rpc(xprof_bin, plugin_dir, cache_dir, ctx):
     """Raw exchange: every stdout line is a JSON-RPC message; logs go to stderr."""
     msgs = [
