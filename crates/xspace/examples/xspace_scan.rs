@@ -104,9 +104,7 @@ fn main() -> std::process::ExitCode {
         .into_par_iter()
         .map(|events| {
             let mut events = events;
-            let Some(first) = events.next() else {
-                return None;
-            };
+            let first = events.next()?;
             let plane = first.plane();
             let unknown = plane.num_event_metadata();
             let mut t = vec![Acc::default(); unknown + 1];
