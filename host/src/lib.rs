@@ -115,6 +115,7 @@ pub fn tool_listing(reg: &Registry, format: &str) -> String {
                 "version": p.version,
                 "tools": reg.tools.values().filter(|t| t.plugin == i).map(|t| json!({
                     "name": t.name, "aliases": t.aliases, "summary": t.summary,
+                    "params": t.params,
                 })).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
             "refused_plugins": reg.refused.len(),
@@ -202,10 +203,14 @@ fn run_tool(reg: &Registry, name: &str, argv: &[String], g: &GlobalOpts) -> i32 
                 return 0;
             }
             let msg = e.to_string();
+            // clap's first paragraph is the error ("the following required arguments were
+            // not provided:" continues on the next lines); the usage and tips follow a blank line.
             let first = msg
                 .lines()
-                .next()
-                .unwrap_or("invalid arguments")
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect::<Vec<_>>()
+                .join(" ")
                 .trim_start_matches("error: ")
                 .to_string();
             let mut flags: Vec<String> = tool
