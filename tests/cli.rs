@@ -62,7 +62,10 @@ fn list_runs_on_the_seed_logdir() {
     let Some(c) = corpus() else { return };
     let sb = Sandbox::new();
     let logdir = c.join("fixtures/seed-v6e/logdir");
-    let v = sb.run(&["list_runs", logdir.to_str().unwrap()]).assert_ok().json();
+    let v = sb
+        .run(&["list_runs", logdir.to_str().unwrap()])
+        .assert_ok()
+        .json();
     assert_eq!(v["runs"], serde_json::json!(["testrun"]));
     assert_eq!(v["count"], 1);
 }
@@ -74,8 +77,16 @@ fn list_runs_on_the_bundled_fixtures() {
     if !logdir.exists() {
         panic!("bundled fixtures missing at {}", logdir.display());
     }
-    let v = sb.run(&["list_runs", logdir.to_str().unwrap()]).assert_ok().json();
-    let runs: Vec<&str> = v["runs"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).collect();
+    let v = sb
+        .run(&["list_runs", logdir.to_str().unwrap()])
+        .assert_ok()
+        .json();
+    let runs: Vec<&str> = v["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
     let mut sorted = runs.clone();
     sorted.sort();
     assert_eq!(runs, sorted);
@@ -88,7 +99,13 @@ fn get_hosts_on_the_seed_capture_via_logdir_flag_and_env() {
     let sb = Sandbox::new();
     let logdir = c.join("fixtures/seed-v6e/logdir");
     let v = sb
-        .run(&["get_hosts", "--logdir", logdir.to_str().unwrap(), "--run", "testrun"])
+        .run(&[
+            "get_hosts",
+            "--logdir",
+            logdir.to_str().unwrap(),
+            "--run",
+            "testrun",
+        ])
         .assert_ok()
         .json();
     assert_eq!(v["hosts"][0]["hostname"], "host0");
@@ -111,7 +128,12 @@ fn missing_path_is_exit_3_with_one_json_error_and_empty_stdout() {
     assert!(r.stdout.is_empty());
     let e = r.error();
     assert_eq!(e["error"]["kind"], "path");
-    assert!(e["error"]["message"].as_str().unwrap().contains("/nonexistent"));
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent")
+    );
     assert!(e["error"]["hint"].is_string());
     assert_eq!(e["tool"], "list_runs");
 }
@@ -134,7 +156,13 @@ fn numeric_run_names_stay_strings() {
     std::fs::create_dir_all(&run).unwrap();
     std::fs::write(run.join("h.xplane.pb"), b"").unwrap();
     let v = sb
-        .run(&["get_hosts", "--logdir", logdir.to_str().unwrap(), "--run", "12345"])
+        .run(&[
+            "get_hosts",
+            "--logdir",
+            logdir.to_str().unwrap(),
+            "--run",
+            "12345",
+        ])
         .assert_ok()
         .json();
     assert_eq!(v["run"], Value::from("12345"));
@@ -158,7 +186,10 @@ fn unknown_flag_names_the_valid_ones() {
     assert_eq!(r.code, 2);
     let e = r.error();
     let hint = e["error"]["hint"].as_str().unwrap();
-    assert!(hint.contains("--logdir") && hint.contains("--run"), "{hint}");
+    assert!(
+        hint.contains("--logdir") && hint.contains("--run"),
+        "{hint}"
+    );
 }
 
 #[test]
@@ -166,7 +197,12 @@ fn bad_numeric_value_is_exit_4() {
     let sb = Sandbox::new();
     let r = sb.run(&["vendor_dump_inventory", "--dump_dir", ".", "--top", "many"]);
     assert_eq!(r.code, 4, "{}", r.stderr);
-    assert!(r.error()["error"]["message"].as_str().unwrap().contains("--top"));
+    assert!(
+        r.error()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--top")
+    );
 }
 
 #[test]
@@ -227,7 +263,12 @@ fn first_party_names_are_refused_from_the_env_search_path() {
         .unwrap();
     let r: xprof_tests::Run = out.into();
     let v = r.assert_ok().json();
-    let names: Vec<&str> = v["plugins"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = v["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, vec!["example-vendor"]);
     let refused = v["refused"].as_array().unwrap();
     assert_eq!(refused.len(), 1);
@@ -242,7 +283,11 @@ fn earlier_directory_wins_a_plugin_name_clash() {
     for d in [&a, &b] {
         std::fs::create_dir_all(d).unwrap();
         for p in &built().plugins {
-            if p.file_name().unwrap().to_string_lossy().contains("example_vendor") {
+            if p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .contains("example_vendor")
+            {
                 std::fs::copy(p, d.join(p.file_name().unwrap())).unwrap();
             }
         }
@@ -258,6 +303,16 @@ fn earlier_directory_wins_a_plugin_name_clash() {
         .unwrap()
         .into();
     let v = r.assert_ok().json();
-    assert!(v["plugins"][0]["path"].as_str().unwrap().starts_with(a.to_str().unwrap()));
-    assert!(v["refused"][0]["reason"].as_str().unwrap().contains("already loaded"));
+    assert!(
+        v["plugins"][0]["path"]
+            .as_str()
+            .unwrap()
+            .starts_with(a.to_str().unwrap())
+    );
+    assert!(
+        v["refused"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("already loaded")
+    );
 }

@@ -113,7 +113,10 @@ pub fn corpus() -> Option<PathBuf> {
             dir.display()
         )
     } else {
-        eprintln!("note: shared corpus not found at {}; skipping", dir.display());
+        eprintln!(
+            "note: shared corpus not found at {}; skipping",
+            dir.display()
+        );
         None
     }
 }
@@ -131,17 +134,35 @@ pub struct Run {
 
 impl Run {
     pub fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr))
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
+        })
     }
     /// The one JSON error object on stderr.
     pub fn error(&self) -> Value {
-        let lines: Vec<&str> = self.stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-        assert_eq!(lines.len(), 1, "expected exactly one stderr line, got:\n{}", self.stderr);
-        serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("stderr is not JSON ({e}): {}", lines[0]))
+        let lines: Vec<&str> = self
+            .stderr
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .collect();
+        assert_eq!(
+            lines.len(),
+            1,
+            "expected exactly one stderr line, got:\n{}",
+            self.stderr
+        );
+        serde_json::from_str(lines[0])
+            .unwrap_or_else(|e| panic!("stderr is not JSON ({e}): {}", lines[0]))
     }
     pub fn assert_ok(&self) -> &Self {
-        assert_eq!(self.code, 0, "stdout:\n{}\nstderr:\n{}", self.stdout, self.stderr);
+        assert_eq!(
+            self.code, 0,
+            "stdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
         self
     }
 }
@@ -217,6 +238,10 @@ impl Sandbox {
     }
 
     pub fn run(&self, args: &[&str]) -> Run {
-        self.cmd().args(args).output().expect("running xprof").into()
+        self.cmd()
+            .args(args)
+            .output()
+            .expect("running xprof")
+            .into()
     }
 }
