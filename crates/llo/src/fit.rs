@@ -369,6 +369,12 @@ pub fn recommendations(vmem: &Value, mxu: &Value, spill: &Value, tl: &Value) -> 
         recs.push(r);
     }
     // Stable sort: discredited last, then by descending numeric ceiling.
+    // L10: numeric ceilings count bundles; loop bodies run many times, so say what they are.
+    for r in &mut recs {
+        if ceiling_value(r["ceiling_estimate"].as_str().unwrap_or("")) > 0.0 {
+            r["ceiling_semantics"] = json!("bundle-count-weighted, not time");
+        }
+    }
     recs.sort_by(|a, b| {
         let key = |r: &Value| {
             let ce = r["ceiling_estimate"].as_str().unwrap_or("");
@@ -550,6 +556,7 @@ pub fn fit_data(
     let mut units = Map::new();
     let (mut spills, mut tl) = (json!({}), json!({}));
     let mut matrix_rows = None;
+    let mut units_coverage = Value::Null;
     if let Some((_, file, m)) = load_matrix(idx, inst)? {
         files.push(file);
         for (u, s) in matrix::unit_stats(&m) {
@@ -559,7 +566,24 @@ pub fn fit_data(
             );
         }
         spills = spill_metrics(&m);
-        tl = timeline(&m, &hlo_by_addr, top_stalls);
+        // L5: the timeline classes need the MXU and vector load/store columns; a matrix from a
+        // libtpu with other unit names gets no timeline (and so no stall levers), not zeros.
+        let missing: Vec<&str> = ["MXU", "VLOAD", "VSTORE"]
+            .into_iter()
+            .filter(|u| m.col(u).is_none())
+            .collect();
+        tl = if missing.is_empty() {
+            timeline(&m, &hlo_by_addr, top_stalls)
+        } else {
+            json!({})
+        };
+        units_coverage = json!({
+            "missing_known_units": crate::matrix::KNOWN_UNITS.iter().filter(|u| m.col(u).is_none()).collect::<Vec<_>>(),
+            "unmodeled_units": m.unmodeled_units(),
+            "timeline_reason": if missing.is_empty() { Value::Null } else {
+                json!(format!("no {} column in the utilization matrix: bundle classes cannot be derived", missing.join(", ")))
+            },
+        });
         matrix_rows = Some(m.rows.len());
     }
 
@@ -585,9 +609,9 @@ pub fn fit_data(
             ));
         }
         vc
-    } else if units.is_empty() && tl.as_object().is_none_or(|o| o.is_empty()) {
+    } else if tl.as_object().is_none_or(|o| o.is_empty()) {
         json!({"class": "UNKNOWN", "top_lever": null, "ceiling_estimate": null,
-               "reason": "no utilization matrix in dump — the per-bundle utilization pass is missing, so no lever could be derived; this is absence of evidence, NOT evidence the kernel is at its ceiling"})
+               "reason": if units.is_empty() { "no utilization matrix in dump — the per-bundle utilization pass is missing, so no lever could be derived; this is absence of evidence, NOT evidence the kernel is at its ceiling" } else { "the utilization matrix lacks the unit columns the bundle timeline needs (see units_coverage), so no lever could be derived; this is absence of evidence, NOT evidence the kernel is at its ceiling" }})
     } else {
         json!({"class": "AT-CEILING", "top_lever": null, "ceiling_estimate": "~1.0x (no stall lever above threshold)"})
     };
@@ -641,6 +665,7 @@ pub fn fit_data(
             "meaning": "row i of the utilization matrix is bundle address i only when the counts agree",
         }),
     );
+    d.insert("units_coverage".into(), units_coverage);
     d.insert("files".into(), json!(files));
     d.insert("selected_because".into(), json!(selected_because));
     Ok(d)
@@ -1050,6 +1075,32 @@ mod tests {
         let (p, why) = default_program(&idx).unwrap();
         assert_eq!(p, "k.1");
         assert!(why.contains("custom-call evidence"), "{why}");
+    }
+
+    #[test]
+    fn matrix_without_mxu_column_gets_no_timeline() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::write(
+            t.path()
+                .join("1000000000-k.1-05-final_hlo-static-per-bundle-utilization.txt"),
+            "== CAPACITY:\nTENSOR, SALU\n2 2\n== UTILIZATION:\n1 0\n0 1\n",
+        )
+        .unwrap();
+        let idx = DumpIndex::open(Some(t.path().to_path_buf())).unwrap();
+        let d = fit_data(&idx, None, 5).unwrap();
+        assert_eq!(d["timeline"], json!({}));
+        assert!(
+            d["units_coverage"]["timeline_reason"]
+                .as_str()
+                .unwrap()
+                .contains("MXU")
+        );
+        assert_eq!(d["units_coverage"]["unmodeled_units"], json!(["TENSOR"]));
+        assert!(
+            d["spills"]["spills_total"].is_null(),
+            "absent spill column is unknown, not 0"
+        );
+        assert_ne!(d["verdict_class"]["class"], "AT-CEILING");
     }
 
     #[test]
