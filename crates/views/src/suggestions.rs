@@ -68,6 +68,8 @@ pub struct Signals {
     pub hardware_type: String,
     /// XProf: overview `mxu_utilization_percent` (the host-plane stat, else 0).
     pub xprof_mxu_percent: f64,
+    /// Whether that value came from the capture's stat (else it is XProf's placeholder 0).
+    pub xprof_mxu_from_stat: bool,
     /// XProf: overview `memory_bw_utilization_relative_to_hw_limit_percent` (0 in open source).
     pub xprof_hbm_percent: f64,
     /// Ours: the device's FLOP rate as % of its peak (None without a device / peak).
@@ -142,6 +144,7 @@ pub fn signals(s: &OpStats, ip: &InputPipeline) -> Signals {
     Signals {
         hardware_type: s.run_env.hardware_type.as_str().to_string(),
         xprof_mxu_percent: s.mxu_utilization_percent.unwrap_or(0.0),
+        xprof_mxu_from_stat: s.mxu_utilization_percent.is_some(),
         xprof_hbm_percent: 0.0,
         measured_flops_percent: measured_flops,
         measured_hbm_percent: measured_hbm,
@@ -266,13 +269,32 @@ fn signals_json(sig: &Signals) -> Value {
     let mut m = Map::new();
     m.insert("hardware_type".into(), json!(sig.hardware_type));
     m.insert("steps".into(), json!(sig.steps));
+    // XProf's rules read these from its overview, where the open-source build prints 0 unless
+    // the capture carries the host-plane utilisation stats: placeholders, with our measures.
+    if sig.xprof_mxu_from_stat {
+        m.insert(
+            "mxu_utilization_percent".into(),
+            json!(sig.xprof_mxu_percent),
+        );
+    } else {
+        m.insert("mxu_utilization_percent".into(), Value::Null);
+        m.insert(
+            "mxu_utilization_percent_reason".into(),
+            json!("no matrix_unit_utilization_percent stat on /host:CPU: XProf's rules see 0; *_measured is the FLOP rate as % of the device's peak"),
+        );
+        m.insert(
+            "mxu_utilization_percent_measured".into(),
+            json!(sig.measured_flops_percent),
+        );
+    }
+    m.insert("hbm_utilization_percent".into(), Value::Null);
     m.insert(
-        "mxu_utilization_percent".into(),
-        json!(sig.xprof_mxu_percent),
+        "hbm_utilization_percent_reason".into(),
+        json!("XProf's open-source overview passes no hardware limits, so its rules see 0; *_measured is the HBM bandwidth as % of the device's peak"),
     );
     m.insert(
-        "hbm_utilization_percent".into(),
-        json!(sig.xprof_hbm_percent),
+        "hbm_utilization_percent_measured".into(),
+        json!(sig.measured_hbm_percent),
     );
     m.insert(
         "measured_flop_rate_percent_of_peak".into(),

@@ -295,6 +295,15 @@ mod views_tool_tests {
         let r = call("get_smart_suggestions", json!({"path": seed})).unwrap();
         let all = r["suggestions"].as_array().unwrap();
         assert!(all.iter().all(|s| s["source"] == json!("xprof-rs")));
+        // XProf's open-source signals are placeholders: null + reason + our measure.
+        let sig = &r["signals"];
+        assert!(sig["hbm_utilization_percent"].is_null());
+        assert!(sig["hbm_utilization_percent_reason"].is_string());
+        assert!(
+            sig["mxu_utilization_percent_measured"]
+                .as_f64()
+                .is_some_and(|v| v > 0.0)
+        );
         assert!(
             all.iter()
                 .all(|s| s["signals"].as_object().is_some_and(|m| !m.is_empty()))
