@@ -132,4 +132,29 @@ mod tests {
         }
         assert!(n >= 2, "found only {n} hlo_proto files");
     }
+
+    #[test]
+    fn xla_dump_protos_decode() {
+        // `--xla_dump_hlo_as_proto` writes `*.hlo.pb` files: HloProtos too (after optimizations
+        // with their buffer assignment).
+        let Some(c) = corpus() else { return };
+        let dir = c.join("fixtures/jax-cpu/hlo_dump/proto");
+        let mut n = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if !p.to_string_lossy().ends_with(".hlo.pb") {
+                continue;
+            }
+            let hlo = decode_hlo_proto(&std::fs::read(&p).unwrap())
+                .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            let m = hlo.hlo_module.expect("hlo_module");
+            assert!(m.name.starts_with("jit_"), "{}: {}", p.display(), m.name);
+            assert!(!m.computations.is_empty());
+            if p.to_string_lossy().contains("after_optimizations") {
+                assert!(hlo.buffer_assignment.is_some(), "{}", p.display());
+            }
+            n += 1;
+        }
+        assert!(n >= 4, "found only {n} dump protos");
+    }
 }
