@@ -28,6 +28,107 @@ pub fn is_tpu_tensor_core_plane(name: &str) -> bool {
         .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// `^/device:TPU:[0-9]+ SparseCore(?: [a-zA-Z]+)? [0-9]+$`
+pub fn is_sparse_core_plane(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("/device:TPU:") else {
+        return false;
+    };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let Some(rest) = rest[digits..].strip_prefix(" SparseCore") else {
+        return false;
+    };
+    if digits == 0 {
+        return false;
+    }
+    let parts: Vec<&str> = rest.split(' ').skip(1).collect();
+    let is_num = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    match parts.as_slice() {
+        [n] => is_num(n),
+        [w, n] => !w.is_empty() && w.bytes().all(|b| b.is_ascii_alphabetic()) && is_num(n),
+        _ => false,
+    }
+}
+
+/// The SparseCore op databases of one SparseCore plane, keyed by the offload that started
+/// them: (`offload_core_id`, `tc_offload_start_id`) of the `Sparse Core Modules` event whose
+/// window holds the ops (XProf `ConvertSparseCoreDeviceTraceXPlaneToOpMetricsDb`). Each db's
+/// window is the total length of its module events.
+pub fn sparse_core_dbs(plane: &Plane) -> HashMap<(u64, u64), OpMetricsDb> {
+    // (begin, end, key) of each module window, by time.
+    let mut windows: Vec<(i64, i64, (u64, u64))> = plane
+        .line(SPARSE_CORE_MODULES)
+        .map(|l| {
+            l.events
+                .iter()
+                .filter_map(|e| {
+                    let key = (
+                        e.stats.u64(StatKey::OffloadCoreId)?,
+                        e.stats.u64(StatKey::TcOffloadStartId)?,
+                    );
+                    let (b, d) = device_span(e);
+                    Some((b, b.saturating_add(d), key))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    windows.sort_unstable();
+    let mut per_key: HashMap<(u64, u64), Vec<Span>> = HashMap::new();
+    let Some(ops) = plane.line(SPARSE_CORE_OPS) else {
+        return HashMap::new();
+    };
+    let mut w = 0;
+    let mut order: Vec<usize> = (0..ops.events.len()).collect();
+    order.sort_by_key(|&i| device_span(&ops.events[i]).0);
+    for i in order {
+        let (b, d) = device_span(&ops.events[i]);
+        let end = b.saturating_add(d);
+        while w < windows.len() && windows[w].1 < b {
+            w += 1;
+        }
+        if let Some(&(wb, we, key)) = windows.get(w)
+            && wb <= b
+            && end <= we
+        {
+            per_key.entry(key).or_default().push(Span {
+                begin: b,
+                dur: d,
+                index: i,
+            });
+        }
+    }
+    let mut out = HashMap::new();
+    for (key, mut spans) in per_key {
+        let mut builder = KeyedDbBuilder::new();
+        nest(&mut spans, |i, dur, children, _| {
+            let e = &ops.events[i];
+            let md = plane.meta(e);
+            let (Some(program_id), Some(symbol_id)) = (
+                md.stats.u64(StatKey::ProgramId),
+                md.stats.u64(StatKey::SymbolId),
+            ) else {
+                return;
+            };
+            if symbol_id == 0 {
+                return;
+            }
+            let mut op = op_from_metadata(plane, e);
+            op.occurrences = (e.num_occurrences.max(1)) as u64;
+            op.time_ps = dur;
+            op.self_time_ps = dur.saturating_sub(children);
+            op.min_time_ps = e.duration_ps.max(0) as u64;
+            op.normalized_time_ps = dur;
+            op.core_type = CoreType::SparseCore;
+            op.num_cores = 1;
+            builder.add((program_id, symbol_id), op);
+        });
+        let total = windows.iter().filter(|x| x.2 == key).fold(0u64, |a, x| {
+            a.saturating_add(crate::nesting::span_len(x.0, x.1))
+        });
+        out.insert(key, builder.finish(total));
+    }
+    out
+}
+
 pub fn is_gpu_plane(name: &str) -> bool {
     name.starts_with("/device:GPU:")
 }
@@ -107,6 +208,15 @@ fn op_from_metadata(plane: &Plane, e: &Event) -> OpMetrics {
 
 /// One TensorCore plane's op database (XProf `ConvertTensorCoreDeviceTraceXPlaneToOpMetricsDb`).
 pub fn tensor_core_db(plane: &Plane) -> OpMetricsDb {
+    tensor_core_db_with(plane, &HashMap::new())
+}
+
+/// One TensorCore plane's op database; ops that offloaded work to a SparseCore get that
+/// SparseCore's op database as `children` (from [`sparse_core_dbs`]).
+pub fn tensor_core_db_with(
+    plane: &Plane,
+    sparse_core: &HashMap<(u64, u64), OpMetricsDb>,
+) -> OpMetricsDb {
     let mut builder = KeyedDbBuilder::new();
     let mut first = i64::MAX;
     let mut last = i64::MIN;
@@ -171,6 +281,13 @@ pub fn tensor_core_db(plane: &Plane) -> OpMetricsDb {
             op.event_flops = e.stats.u64(StatKey::Flops).unwrap_or(0);
             op.event_model_flops = e.stats.u64(StatKey::ModelFlops).unwrap_or(0);
             op.event_bytes_accessed = e.stats.u64(StatKey::BytesAccessed).unwrap_or(0);
+            if let (Some(c), Some(s)) = (
+                e.stats.u64(StatKey::OffloadCoreId),
+                e.stats.u64(StatKey::TcOffloadStartId),
+            ) && let Some(db) = sparse_core.get(&(c, s))
+            {
+                op.children = Some(Box::new(db.clone()));
+            }
             builder.add((program_id, symbol_id), op);
         });
     }
@@ -686,6 +803,17 @@ mod tests {
         assert_eq!(f.time_ps, 1000);
         // begin 900 (device), end max(3420 device, 3500 host)
         assert_eq!(db.total_time_ps, 2600);
+    }
+
+    #[test]
+    fn plane_kinds() {
+        assert!(is_tpu_tensor_core_plane("/device:TPU:12"));
+        assert!(!is_tpu_tensor_core_plane("/device:TPU:1 SparseCore 0"));
+        assert!(is_sparse_core_plane("/device:TPU:1 SparseCore 0"));
+        assert!(is_sparse_core_plane("/device:TPU:1 SparseCore Vector 3"));
+        assert!(!is_sparse_core_plane("/device:TPU:1 SparseCore"));
+        assert!(!is_sparse_core_plane("/device:TPU: SparseCore 0"));
+        assert!(!is_sparse_core_plane("/device:TPU:1 SparseCore x y z"));
     }
 
     #[test]

@@ -106,6 +106,8 @@ pub struct OpMetrics {
     pub source_stack: String,
     pub num_cores: u32,
     pub vdd_energy_j: f64,
+    /// Ops run on behalf of this one elsewhere: the SparseCore ops a TensorCore op offloaded.
+    pub children: Option<Box<OpMetricsDb>>,
 }
 
 pub const IDLE: &str = "IDLE";
@@ -175,6 +177,14 @@ impl OpMetrics {
             .event_bytes_accessed
             .saturating_add(src.event_bytes_accessed);
         self.vdd_energy_j += src.vdd_energy_j;
+        if let Some(c) = &src.children {
+            let mut comb = DbCombiner::new();
+            if let Some(mine) = &self.children {
+                comb.combine(mine, false);
+            }
+            comb.combine(c, false);
+            self.children = Some(Box::new(comb.finish()));
+        }
         for m in &src.memory_accessed {
             match self
                 .memory_accessed

@@ -32,6 +32,9 @@ pub enum StatKey {
     SelfDurationPs,
     MinDurationPs,
     DmaStallDurationPs,
+    // SparseCore offload (TensorCore op ↔ SparseCore module).
+    OffloadCoreId,
+    TcOffloadStartId,
     // Grouping and steps.
     GroupId,
     StepNum,
@@ -96,6 +99,8 @@ impl StatKey {
             "self_duration_ps" => SelfDurationPs,
             "min_duration_ps" => MinDurationPs,
             "dma_stall_duration_ps" => DmaStallDurationPs,
+            "offload_core_id" => OffloadCoreId,
+            "tc_offload_start_id" => TcOffloadStartId,
             "group_id" => GroupId,
             "step_num" => StepNum,
             "step_name" => StepName,

@@ -1,13 +1,14 @@
 //! `OpStats`: everything the core views need about one host, and the multi-host combination
 //! (XProf `ConvertXSpaceToOpStats`, `op_stats_combiner.cc`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use rayon::prelude::*;
 
 use crate::device::{
     DutyCycle, DutyCycleCombiner, PerfEnv, duty_cycle, gpu_db, gpu_model_name, gpu_perf_env,
-    is_gpu_plane, is_tpu_tensor_core_plane, local_chip_id, perf_env, tensor_core_db,
+    is_gpu_plane, is_sparse_core_plane, is_tpu_tensor_core_plane, local_chip_id, perf_env,
+    sparse_core_dbs, tensor_core_db_with,
 };
 use crate::host::{HOST_THREADS, framework_op_db, host_xla_op_db};
 use crate::metrics::{DbCombiner, OpMetricsDb};
@@ -72,6 +73,9 @@ pub struct OpStats {
     pub gpu_kernels_without_hlo: u64,
 }
 
+/// SparseCore op databases by offload key (`offload_core_id`, `tc_offload_start_id`).
+type SparseCoreDbs = HashMap<(u64, u64), OpMetricsDb>;
+
 /// Build one host's OpStats. Device planes are processed in parallel.
 pub fn build(space: &HostSpace) -> OpStats {
     let tpu: Vec<&Plane> = space
@@ -102,14 +106,50 @@ pub fn build(space: &HostSpace) -> OpStats {
     let mut duty_idle = 0;
     let mut dropped = 0u64;
     if hardware_type == HardwareType::Tpu {
+        // SparseCore ops first: they become children of the TensorCore ops that offloaded them.
+        let sc: Vec<&Plane> = space
+            .planes
+            .iter()
+            .filter(|p| is_sparse_core_plane(&p.name))
+            .collect();
+        let sc_dbs: Vec<(SparseCoreDbs, DutyCycle, Option<u32>)> = sc
+            .par_iter()
+            .map(|p| (sparse_core_dbs(p), duty_cycle(p), local_chip_id(p)))
+            .collect();
+        let mut sc_map: SparseCoreDbs = HashMap::new();
+        for (m, _, _) in &sc_dbs {
+            for (k, db) in m {
+                match sc_map.remove(k) {
+                    Some(prev) => {
+                        let mut c = DbCombiner::new();
+                        c.combine(&prev, false);
+                        c.combine(db, false);
+                        sc_map.insert(*k, c.finish());
+                    }
+                    None => {
+                        sc_map.insert(*k, db.clone());
+                    }
+                }
+            }
+        }
         let per_core: Vec<(OpMetricsDb, DutyCycle, Option<u32>)> = tpu
             .par_iter()
-            .map(|p| (tensor_core_db(p), duty_cycle(p), local_chip_id(p)))
+            .map(|p| {
+                (
+                    tensor_core_db_with(p, &sc_map),
+                    duty_cycle(p),
+                    local_chip_id(p),
+                )
+            })
             .collect();
         let mut c = DbCombiner::new();
         let mut duty = DutyCycleCombiner::default();
         for (db, dc, chip) in &per_core {
             c.combine(db, true);
+            duty.add(dc, *chip);
+        }
+        // SparseCores count in the duty cycle too (a chip is busy when any of its cores is).
+        for (_, dc, chip) in &sc_dbs {
             duty.add(dc, *chip);
         }
         duty_busy = duty.active_ps();

@@ -486,14 +486,30 @@ fn hlo_stats_row(
 }
 
 /// hlo_stats rows of a database (self time desc, then name; IDLE skipped).
+/// SparseCore ops an op offloaded follow it, with `parent_op_name` and, as in XProf, no rank
+/// or time fractions of their own.
 pub fn hlo_stats_of(s: &OpStats, db: &OpMetricsDb) -> Vec<Map<String, Value>> {
     let total_us = ps_to_us(db.total_time_ps);
     let mut cum = 0.0;
-    db.sorted_ops()
-        .into_iter()
-        .enumerate()
-        .map(|(i, op)| hlo_stats_row(s, op, i + 1, total_us, &mut cum))
-        .collect()
+    let mut rows = Vec::new();
+    for (i, op) in db.sorted_ops().into_iter().enumerate() {
+        rows.push(hlo_stats_row(s, op, i + 1, total_us, &mut cum));
+        let Some(children) = &op.children else {
+            continue;
+        };
+        for child in children.sorted_ops() {
+            if child.core_type != crate::metrics::CoreType::SparseCore {
+                continue;
+            }
+            let mut unused = 0.0;
+            let mut r = hlo_stats_row(s, child, 0, 0.0, &mut unused);
+            r.insert("total_self_time_percent".into(), json!(0.0));
+            r.insert("cumulative_total_self_time_percent".into(), json!(0.0));
+            r.insert("parent_op_name".into(), json!(op.name));
+            rows.push(r);
+        }
+    }
+    rows
 }
 
 /// The roofline model: device envelope and records (`Total` + `Average`, with and without

@@ -226,3 +226,66 @@ fn extreme_times_and_stats_never_panic() {
     let _ = views::steps_summary(&s);
     let _ = combine(vec![s.clone(), s]);
 }
+
+#[test]
+fn sparse_core_ops_become_children_of_the_offloading_tensor_core_op() {
+    // TC op `offload.1` [0,1000] offloads (core 2, start 7). The SparseCore plane runs module
+    // window [100,900] for that offload with ops gather.3 [200,400] and scatter.4 [500,600];
+    // an op outside any window is ignored.
+    let s = stats(
+        XSpaceBuilder::new()
+            .plane("/device:TPU:0", |p| {
+                p.line("XLA Ops", |l| {
+                    l.event("%offload.1 = () custom-call()", 0, 1000)
+                        .display_name("offload.1")
+                        .metadata_stat("program_id", 5u64)
+                        .metadata_stat("symbol_id", 1u64)
+                        .metadata_stat("hlo_category", "custom-call")
+                        .stat("offload_core_id", 2u64)
+                        .stat("tc_offload_start_id", 7u64)
+                })
+            })
+            .plane("/device:TPU:0 SparseCore 0", |p| {
+                p.line("Sparse Core Modules", |l| {
+                    l.event("sc_module", 100, 800)
+                        .stat("offload_core_id", 2u64)
+                        .stat("tc_offload_start_id", 7u64)
+                })
+                .line("Sparse Core Ops", |l| {
+                    let sc = |l: xprof_testkit::LineBuilder, n: &str, sym: u64, b: i64, d: i64| {
+                        l.event(&format!("%{n} = f32[] {n}()"), b, d)
+                            .display_name(n)
+                            .metadata_stat("program_id", 5u64)
+                            .metadata_stat("symbol_id", sym)
+                            .metadata_stat("hlo_category", "sparse")
+                    };
+                    let l = sc(l, "gather.3", 3, 200, 200);
+                    let l = sc(l, "scatter.4", 4, 500, 100);
+                    sc(l, "stray.5", 5, 2000, 10)
+                })
+            }),
+    );
+    assert_eq!(s.run_env.device_core_count, 1);
+    let parent = s
+        .device_db
+        .metrics
+        .iter()
+        .find(|m| m.name == "offload.1")
+        .unwrap();
+    let kids = parent.children.as_ref().expect("SparseCore children");
+    let names: Vec<&str> = kids.sorted_ops().iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["gather.3", "scatter.4"]);
+    // The child db's window is the module window: 800 ps, 300 of them busy.
+    assert_eq!((kids.total_time_ps, kids.total_op_time_ps), (800, 300));
+    let rows = views::hlo_stats_of(&s, &s.device_db);
+    let child = rows
+        .iter()
+        .find(|r| r["hlo_op_name"] == "gather.3")
+        .unwrap();
+    assert_eq!(child["parent_op_name"], "offload.1");
+    assert_eq!(child["core_type"], "SparseCore");
+    assert_eq!(child["rank"], 0);
+    // Duty cycle, each core its own chip (no core details): TC busy 1000; SC busy 200 + 100 +
+    // 10 (every Sparse Core Ops event counts as active, in a window or not).
+    assert_eq!(s.duty_busy_ps, 1000 + 310);
+}
