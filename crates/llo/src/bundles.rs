@@ -222,7 +222,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Listing> {
 }
 
 /// Parse `address_range`: `0x<lo>-0x<hi>` or one address, both ends inclusive. Hex needs
-/// the `0x` prefix; a bare decimal number is accepted (bundle 0 prints as `0`).
+/// the `0x` prefix; the only bare number accepted is `0` (bundle 0 prints that way).
 pub fn parse_address_range(s: &str) -> Result<(u64, u64)> {
     let t: String = s.chars().filter(|c| !c.is_whitespace()).collect();
     let bad = |why: &str| LloError::InvalidArg {
@@ -232,8 +232,14 @@ pub fn parse_address_range(s: &str) -> Result<(u64, u64)> {
     let one = |p: &str| -> Result<u64> {
         if let Some(h) = p.strip_prefix("0x").or_else(|| p.strip_prefix("0X")) {
             u64::from_str_radix(h, 16).map_err(|_| bad("not a hex address"))
+        } else if p == "0" {
+            // Bundle 0 prints as `0`; any other bare number is ambiguous (XProf's CLI reads
+            // `10` as hex 0x10), so it must carry the prefix.
+            Ok(0)
         } else if !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit()) {
-            p.parse().map_err(|_| bad("not an address"))
+            Err(bad(
+                "a bare number is ambiguous (hex or decimal?); write it with the 0x prefix",
+            ))
         } else {
             Err(bad("hex addresses need the 0x prefix"))
         }
@@ -338,6 +344,8 @@ mod tests {
         assert_eq!(parse_address_range("0xa-0xd").unwrap(), (10, 13));
         assert_eq!(parse_address_range("0x1a").unwrap(), (26, 26));
         assert_eq!(parse_address_range("0").unwrap(), (0, 0));
+        assert_eq!(parse_address_range("0-0x3").unwrap(), (0, 3));
+        assert!(parse_address_range("10-13").is_err());
         assert!(parse_address_range("a-d").is_err());
         assert!(parse_address_range("0xd-0xa").is_err());
         assert!(parse_address_range("0xzz").is_err());

@@ -1426,3 +1426,20 @@ fn every_tool_says_what_is_counted_derived_and_inferred() {
         }
     }
 }
+
+#[test]
+fn llo_utilization_explicit_range() {
+    let l = logdir!();
+    let r = ok(
+        "get_llo_utilization",
+        json!({"path": l, "start_time_ps": 0, "end_time_ps": 1i64 << 62}),
+    );
+    let d = tpu0(&r);
+    assert_eq!(d["window"], "explicit range");
+    assert_eq!(d["units"]["MXU"]["samples"], 294);
+    let r = ok(
+        "get_llo_utilization",
+        json!({"path": l, "start_time_ps": 1, "end_time_ps": 2}),
+    );
+    assert_eq!(tpu0(&r)["note"], "no _counters_ samples in window");
+}
