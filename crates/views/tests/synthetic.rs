@@ -941,3 +941,53 @@ fn pod_viewer_numbers_cores_of_combined_hosts_like_xprof() {
     assert_eq!(c["stepBreakdownUs"]["9"], json!(0.6));
     assert_eq!(c["bottleneck"], json!("All others"));
 }
+
+#[test]
+fn host_input_ops_are_categorised_and_scaled_like_xprof() {
+    let b = XSpaceBuilder::new().plane("/host:CPU", |p| {
+        p.line_with_id(7, "tf_data_worker", |l| {
+            l.event("Iterator::Prefetch::TFRecord", 0, 300_000_000)
+                .event("Iterator::Map", 400_000_000, 100_000_000)
+                .event(
+                    "infeed/InfeedEnqueueTuple:InfeedEnqueueTuple",
+                    600_000_000,
+                    600_000_000,
+                )
+        })
+    });
+    let (_d, r) = loaded(&b);
+    let s = r.op_stats().unwrap();
+    let ip = xprof_views::input_pipeline::input_pipeline(&s, &r.core_details());
+    let t = &ip.tables[2];
+    let ops: Vec<(&str, &str)> = t
+        .records
+        .iter()
+        .map(|r| {
+            (
+                r["opName"].as_str().unwrap(),
+                r["category"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            ("infeed/InfeedEnqueueTuple", "Enqueue"),
+            ("Iterator::Prefetch::TFRecord", "Advanced file read"),
+            ("Iterator::Map", "Preprocessing"),
+        ]
+    );
+    // Shares of the 1000 µs of input-op self time.
+    assert!(close(
+        t.records[0]["selfTimeInPercent"].as_f64().unwrap(),
+        0.6
+    ));
+    assert!(close(t.records[1]["timeInMs"].as_f64().unwrap(), 0.3));
+    // No steps → no host-to-device ratio: the non-enqueue time is the input ops' own 400 µs,
+    // split by category.
+    assert_eq!(t.properties["enqueue_us"], json!("600.000"));
+    assert_eq!(t.properties["advanced_file_read_us"], json!("300.000"));
+    assert_eq!(t.properties["preprocessing_us"], json!("100.000"));
+    assert_eq!(t.properties["demanded_file_read_us"], json!("0.000"));
+    assert_eq!(t.properties["unclassified_nonequeue_us"], json!("0.000"));
+}
