@@ -369,7 +369,7 @@ def test_bad_mcp_arguments_are_usage_errors(xprof_bin, plugin_dir, cache_dir):
         (["--bogus"], 2, "unknown argument `--bogus`"),
         (["--root", "/no/such/dir"], 3, "--root /no/such/dir"),
         (["--token"], 2, "--token needs a value"),
-        (["--http", "256.0.0.1:1"], 2, "cannot listen"),
+        (["--http", "127.0.0.1:99999"], 2, "cannot listen"),
     ]:
         proc = subprocess.run(
             [str(xprof_bin), *base_args(plugin_dir), "mcp", *args],
