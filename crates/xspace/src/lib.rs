@@ -1435,7 +1435,8 @@ pub enum StatValue<'a> {
     Bytes(&'a [u8]),
     /// A string stored as a stat metadata's name; [`Stat::str`] resolves it.
     Ref(u64),
-    /// Gzip-compressed string (`compressed_str_value`), returned undecompressed.
+    /// Gzip-compressed string (`compressed_str_value`), as stored; [`Stat::decompress_str`]
+    /// unpacks it.
     CompressedStr(&'a [u8]),
 }
 
@@ -1502,6 +1503,20 @@ impl<'a> Stat<'a> {
             StatValue::Bytes(b) => Some(b),
             _ => None,
         }
+    }
+    /// A `compressed_str_value`, gunzipped. `None` for other kinds of value; an error when the
+    /// bytes are not gzip or the text is not UTF-8 (the capture is then damaged).
+    pub fn decompress_str(&self) -> Option<std::io::Result<String>> {
+        use std::io::Read;
+        let StatValue::CompressedStr(b) = self.value else {
+            return None;
+        };
+        let mut out = String::new();
+        Some(
+            flate2::read::GzDecoder::new(b)
+                .read_to_string(&mut out)
+                .map(|_| out),
+        )
     }
     /// XProf `BoolValue`: an integer stat ≠ 0.
     pub fn bool(&self) -> Option<bool> {

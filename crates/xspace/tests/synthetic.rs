@@ -298,3 +298,43 @@ fn huge_lines_are_validated_in_chunks() {
     assert!(lenient.diagnostics()[0].contains(&format!("events[{target}]")));
     assert_eq!(e.offset(), Some(pos as u64 + 2));
 }
+
+#[test]
+fn compressed_strings_decompress() {
+    use std::io::Write;
+    use xprof_proto::xplane as pb;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all("a long tf_op name".as_bytes()).unwrap();
+    let packed = gz.finish().unwrap();
+    let stat = |v| pb::XStat {
+        metadata_id: 1,
+        value: Some(v),
+    };
+    let plane = pb::XPlane {
+        name: "p".into(),
+        stat_metadata: [(
+            1,
+            pb::XStatMetadata {
+                id: 1,
+                name: "tf_op".into(),
+                ..Default::default()
+            },
+        )]
+        .into(),
+        stats: vec![
+            stat(pb::x_stat::Value::CompressedStrValue(packed)),
+            stat(pb::x_stat::Value::CompressedStrValue(b"not gzip".to_vec())),
+            stat(pb::x_stat::Value::StrValue("plain".into())),
+        ],
+        ..Default::default()
+    };
+    let space = read(&XSpaceBuilder::new().raw_plane(plane));
+    let stats: Vec<_> = space.planes().next().unwrap().stats().collect();
+    assert_eq!(
+        stats[0].decompress_str().unwrap().unwrap(),
+        "a long tf_op name"
+    );
+    assert!(stats[1].decompress_str().unwrap().is_err());
+    assert!(stats[2].decompress_str().is_none());
+    assert_eq!(stats[0].str(), None);
+}
