@@ -617,7 +617,14 @@ fn fail(e: ToolError) -> i32 {
 
 pub fn run(reg: Registry, args: &[String], g: &GlobalOpts) -> i32 {
     if g.help || args.iter().any(|a| a == "--help" || a == "-h") {
-        eprintln!("{HELP}");
+        // Help is the answer here, so it goes to the real stdout (fd 1 now points at stderr).
+        match take_stdout() {
+            Some(mut out) => {
+                use std::io::Write;
+                let _ = writeln!(out, "{HELP}");
+            }
+            None => eprintln!("{HELP}"),
+        }
         return 0;
     }
     let o = match parse_opts(args) {

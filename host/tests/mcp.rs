@@ -169,3 +169,13 @@ fn http_reports_its_address_checks_origin_and_token_and_stops_on_sigterm() {
     stdout.read_to_string(&mut rest).unwrap();
     assert_eq!(rest, "", "nothing on stdout after the URL");
 }
+
+#[test]
+fn help_goes_to_stdout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = xprof(tmp.path()).args(["mcp", "--help"]).output().unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Usage: xprof mcp"), "{stdout}");
+    assert!(stdout.contains("--root DIR"), "{stdout}");
+}
