@@ -292,3 +292,46 @@ fn unreadable_paths_are_path_errors() {
         }
     }
 }
+
+#[test]
+fn random_corruptions_of_a_real_capture_agree_with_prost() {
+    let Some(corpus) = common::corpus() else {
+        return;
+    };
+    let path = corpus.join("fixtures/seed-v6e/logdir/plugins/profile/testrun/host0.xplane.pb");
+    let good = std::fs::read(path).unwrap();
+    // A fixed xorshift sequence: reproducible, no dependency.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let (mut oks, mut errs) = (0, 0);
+    for _ in 0..60 {
+        let mut bytes = good.clone();
+        for _ in 0..=(next() % 4) {
+            let pos = (next() % bytes.len() as u64) as usize;
+            bytes[pos] = next() as u8;
+        }
+        let theirs = pb::XSpace::decode(bytes.as_slice());
+        let ours = XSpace::from_bytes_named(bytes.clone(), "r", &strict());
+        match (&ours, &theirs) {
+            (Ok(o), Ok(t)) => {
+                common::assert_agree(o, t).unwrap();
+                oks += 1;
+            }
+            (Err(e), Err(_)) => {
+                assert!(e.offset().unwrap() < bytes.len() as u64);
+                errs += 1;
+            }
+            _ => panic!("ours {ours:?} vs prost {theirs:?}"),
+        }
+        // Lenient reading never fails on damage inside a plane, and says so.
+        if let Ok(l) = XSpace::from_bytes(bytes) {
+            assert_eq!(l.is_complete(), ours.is_ok());
+        }
+    }
+    assert!(oks > 0 && errs > 0, "{oks} ok, {errs} errors");
+}
