@@ -5,7 +5,7 @@
 //! numbers agree by construction. Everything is static (compile-time slots and sizes).
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
 use serde_json::{Map, Value, json};
@@ -36,25 +36,52 @@ pub const CLASSES: &[&str] = &[
 ];
 
 const TRACK_RECORD_JSON: &str = include_str!("../data/lever_track_record.json");
-const TRACK_RECORD_SOURCE: &str = "crates/llo/data/lever_track_record.json (compiled in)";
 
-static TRACK: LazyLock<Value> = LazyLock::new(|| {
-    serde_json::from_str(TRACK_RECORD_JSON).expect("the bundled track record is valid JSON")
+/// The lever track record: `$XPROF_LEVER_TRACK_RECORD` (a JSON file the project updates as
+/// outcomes are measured) when set and readable, else the copy compiled in from
+/// `crates/llo/data/lever_track_record.json`. Returns the data and where it came from.
+static TRACK: LazyLock<(Value, String)> = LazyLock::new(|| {
+    load_track_record(std::env::var_os("XPROF_LEVER_TRACK_RECORD").map(PathBuf::from))
 });
+
+/// Load the track record from `path` (falling back to the compiled-in copy, saying why).
+pub fn load_track_record(path: Option<PathBuf>) -> (Value, String) {
+    let bundled = || -> Value {
+        serde_json::from_str(TRACK_RECORD_JSON).expect("the bundled track record is valid JSON")
+    };
+    const BUNDLED: &str = "crates/llo/data/lever_track_record.json (compiled in)";
+    let Some(path) = path else {
+        return (bundled(), BUNDLED.to_string());
+    };
+    let read = std::fs::read_to_string(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str::<Value>(&t).map_err(|e| e.to_string()));
+    match read {
+        Ok(v) if v["levers"].is_object() => (v, path.display().to_string()),
+        Ok(_) => (
+            bundled(),
+            format!("{BUNDLED}; {} has no `levers` object", path.display()),
+        ),
+        Err(e) => (
+            bundled(),
+            format!("{BUNDLED}; {} unreadable: {e}", path.display()),
+        ),
+    }
+}
 
 /// The track record of one lever, with where it came from.
 pub fn track_record(lever: &str) -> Option<Value> {
-    let r = TRACK["levers"].get(lever)?;
+    let r = TRACK.0["levers"].get(lever)?;
     Some(json!({
         "confirmed": r["confirmed"],
         "attempted": r["attempted"],
         "note": r["note"],
-        "source": TRACK_RECORD_SOURCE,
+        "source": TRACK.1,
     }))
 }
 
 fn min_attempts() -> u64 {
-    TRACK["min_attempts_to_discredit"].as_u64().unwrap_or(3)
+    TRACK.0["min_attempts_to_discredit"].as_u64().unwrap_or(3)
 }
 
 pub fn is_discredited(rec: &Value) -> bool {
@@ -1101,6 +1128,20 @@ mod tests {
             "absent spill column is unknown, not 0"
         );
         assert_ne!(d["verdict_class"]["class"], "AT-CEILING");
+    }
+
+    #[test]
+    fn track_record_file_override() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("tr.json");
+        std::fs::write(&f, r#"{"min_attempts_to_discredit": 3, "levers": {"live-register": {"confirmed": 2, "attempted": 6, "note": "n"}}}"#).unwrap();
+        let (v, src) = load_track_record(Some(f.clone()));
+        assert_eq!(v["levers"]["live-register"]["confirmed"], 2);
+        assert_eq!(src, f.display().to_string());
+        let (v, src) = load_track_record(Some(t.path().join("missing.json")));
+        assert_eq!(v["levers"]["live-register"]["confirmed"], 0);
+        assert!(src.contains("unreadable"));
+        assert!(load_track_record(None).1.contains("compiled in"));
     }
 
     #[test]

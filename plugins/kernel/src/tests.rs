@@ -1443,3 +1443,26 @@ fn llo_utilization_explicit_range() {
     );
     assert_eq!(tpu0(&r)["note"], "no _counters_ samples in window");
 }
+
+#[test]
+fn list_kernel_invocations_caps_spans_and_filters_by_regex() {
+    let l = logdir!();
+    let r = ok(
+        "list_kernel_invocations",
+        json!({"path": l, "max_spans": 1}),
+    );
+    let k = &tpu0(&r)[0];
+    assert_eq!(k["spans_ps"].as_array().unwrap().len(), 1);
+    assert_eq!(k["spans_truncated"], 2);
+    let r = ok(
+        "list_kernel_invocations",
+        json!({"path": l, "kernel_regex": "^nothing$"}),
+    );
+    assert_eq!(r["kernels"], json!([]));
+    assert!(
+        r["note"]
+            .as_str()
+            .unwrap()
+            .contains("check_kernel_profiling")
+    );
+}
