@@ -1372,7 +1372,10 @@ pub fn op_profile(s: &OpStats, group_by: &str, with_idle: bool) -> Value {
         .collect();
     ops.sort_by(|a, b| b.time_ps.cmp(&a.time_ps).then(a.name.cmp(&b.name)));
     let category_nodes = |ops: &[&OpMetrics]| -> (Vec<Value>, OpMetrics) {
-        let mut cats: Vec<(String, OpMetrics, Vec<Value>)> = Vec::new();
+        // category → (totals, dedup key → (group totals, member ops)); `ops` is sorted by time.
+        type Group<'a> = (OpMetrics, Vec<&'a OpMetrics>);
+        type Cat<'a> = (String, OpMetrics, Vec<(String, Group<'a>)>);
+        let mut cats: Vec<Cat> = Vec::new();
         let mut total_m = OpMetrics::default();
         for op in ops {
             let i = match cats.iter().position(|c| c.0 == op.category) {
@@ -1384,12 +1387,45 @@ pub fn op_profile(s: &OpStats, group_by: &str, with_idle: bool) -> Value {
             };
             sum_into(&mut cats[i].1, op);
             sum_into(&mut total_m, op);
-            cats[i].2.push(op_node(op));
+            // XProf groups ops that share a `deduplicated_name` (an op's own name otherwise).
+            let key = if op.deduplicated_name.is_empty() {
+                op.name.clone()
+            } else {
+                op.deduplicated_name.clone()
+            };
+            let groups = &mut cats[i].2;
+            let g = match groups.iter().position(|g| g.0 == key) {
+                Some(g) => g,
+                None => {
+                    groups.push((key, (OpMetrics::default(), Vec::new())));
+                    groups.len() - 1
+                }
+            };
+            sum_into(&mut groups[g].1.0, op);
+            groups[g].1.1.push(op);
         }
         cats.sort_by(|a, b| b.1.time_ps.cmp(&a.1.time_ps).then(a.0.cmp(&b.0)));
         let nodes = cats
             .into_iter()
-            .map(|(name, m, children)| {
+            .map(|(name, m, mut groups)| {
+                groups.sort_by(|a, b| b.1.0.time_ps.cmp(&a.1.0.time_ps).then(a.0.cmp(&b.0)));
+                let children: Vec<Value> = groups
+                    .into_iter()
+                    .map(|(_, (gm, members))| {
+                        if members.len() == 1 {
+                            return op_node(members[0]);
+                        }
+                        let top = members[0];
+                        json!({
+                            "name": format!("{} and its duplicate(s)", top.name),
+                            "metrics": node_metrics(&gm, total, perf),
+                            "xla": {"expression": top.long_name, "category": top.category,
+                                    "programId": top.program_id.to_string()},
+                            "numChildren": members.len(),
+                            "children": members.iter().map(|o| op_node(o)).collect::<Vec<_>>(),
+                        })
+                    })
+                    .collect();
                 json!({"name": name, "metrics": node_metrics(&m, total, perf), "numChildren": children.len(), "children": children})
             })
             .collect();

@@ -289,3 +289,43 @@ fn sparse_core_ops_become_children_of_the_offloading_tensor_core_op() {
     // 10 (every Sparse Core Ops event counts as active, in a window or not).
     assert_eq!(s.duty_busy_ps, 1000 + 310);
 }
+
+#[test]
+fn op_profile_groups_duplicates_like_xprof() {
+    // fusion.1 and fusion.2 are duplicates of fusion.3 (deduplicated_name); fusion.4 stands
+    // alone. Times: 1 → 300, 2 → 100, 3 → 200, 4 → 50.
+    let s = stats(XSpaceBuilder::new().plane("/device:TPU:0", |p| {
+        p.line("XLA Ops", |l| {
+            let f =
+                |l: xprof_testkit::LineBuilder, n: &str, sym: u64, dedup: &str, b: i64, d: i64| {
+                    let l = l
+                        .event(&format!("%{n} = f32[] fusion()"), b, d)
+                        .display_name(n)
+                        .metadata_stat("program_id", 9u64)
+                        .metadata_stat("symbol_id", sym)
+                        .metadata_stat("hlo_category", "convolution fusion");
+                    if dedup.is_empty() {
+                        l
+                    } else {
+                        l.metadata_stat("deduplicated_name", dedup)
+                    }
+                };
+            let l = f(l, "fusion.1", 1, "fusion.3", 0, 300);
+            let l = f(l, "fusion.2", 2, "fusion.3", 400, 100);
+            let l = f(l, "fusion.3", 3, "", 600, 200);
+            f(l, "fusion.4", 4, "", 900, 50)
+        })
+    }));
+    let prof = views::op_profile(&s, "category", false);
+    let cat = &prof["children"][0];
+    assert_eq!(cat["name"], "convolution fusion");
+    let names: Vec<&str> = cat["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["fusion.1 and its duplicate(s)", "fusion.4"]);
+    assert_eq!(cat["children"][0]["metrics"]["rawTime"], 600);
+    assert_eq!(cat["children"][0]["numChildren"], 3);
+}
