@@ -1257,6 +1257,24 @@ pub fn steps_summary(s: &OpStats) -> Value {
     };
     let mut m = Map::new();
     m.insert("steps_source".into(), json!(st.source.as_str()));
+    if !st.steps.is_empty() {
+        let ps: Vec<u64> = st.steps.iter().map(|x| x.duration_ps()).collect();
+        let ms: Vec<f64> = ps.iter().map(|p| *p as f64 / 1e9).collect();
+        let (mean, sd) = mean_sd(&ms);
+        m.insert(
+            "summary".into(),
+            json!({
+                "total_steps": ps.len(),
+                "step_time_ms_average": mean,
+                "step_time_ms_min": ms.iter().copied().fold(f64::INFINITY, f64::min),
+                "step_time_ms_max": ms.iter().copied().fold(0.0, f64::max),
+                "step_time_ms_stddev": sd,
+                "step_time_ps_min": ps.iter().min(),
+                "step_time_ps_max": ps.iter().max(),
+                "step_time_ps_total": ps.iter().fold(0u64, |a, b| a.saturating_add(*b)),
+            }),
+        );
+    }
     m.insert("count".into(), json!(st.steps.len()));
     m.insert("complete_count".into(), json!(st.complete_steps.len()));
     m.insert("steps".into(), Value::Array(list(&st.steps)));

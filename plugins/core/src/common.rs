@@ -383,4 +383,41 @@ mod tests {
         .unwrap();
         assert!(r["peak_hbm_gib"].is_null() && r["peak_hbm_gib_reason"].is_string());
     }
+
+    #[test]
+    fn step_trace_summary_matches_the_official_cli_on_our_capture() {
+        let root = testing::workspace_root(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+        let p = root.join("jax-cpu/logdir").display().to_string();
+        let r = call("get_step_trace", json!({"path": p, "run": "mlp_steps"})).unwrap();
+        let cli: Value = serde_json::from_str(
+            &std::fs::read_to_string(root.join("oracle/mlp_steps/cli/get_step_trace.json"))
+                .unwrap(),
+        )
+        .unwrap();
+        let (ours, theirs) = (&r["summary"], &cli["summary"]);
+        assert_eq!(ours["total_steps"], theirs["total_steps"]);
+        // The CLI rounds to 4 decimals.
+        for k in [
+            "step_time_ms_average",
+            "step_time_ms_min",
+            "step_time_ms_max",
+            "step_time_ms_stddev",
+        ] {
+            let (a, b) = (ours[k].as_f64().unwrap(), theirs[k].as_f64().unwrap());
+            assert!((a - b).abs() < 5e-5, "{k}: {a} vs {b}");
+        }
+        let names: Vec<&Value> = r["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| &s["name"])
+            .collect();
+        let cli_names: Vec<&Value> = cli["step_breakdown"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| &s["step_num"])
+            .collect();
+        assert_eq!(names, cli_names);
+    }
 }
