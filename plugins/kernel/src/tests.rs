@@ -1466,3 +1466,29 @@ fn list_kernel_invocations_caps_spans_and_filters_by_regex() {
             .contains("check_kernel_profiling")
     );
 }
+
+#[test]
+fn llo_utilization_dump_join_failures() {
+    let l = logdir!();
+    let e = err(
+        "get_llo_utilization",
+        json!({"path": l, "dump_dir": "/nonexistent/jf"}),
+    );
+    assert_eq!(e.kind, ErrorKind::Path);
+    let t = tempfile::tempdir().unwrap();
+    let r = ok(
+        "get_llo_utilization",
+        json!({"path": l, "dump_dir": t.path().display().to_string()}),
+    );
+    assert_eq!(r["decomposition"]["status"], "no_join");
+    assert!(
+        r["decomposition"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("--xla_jf_dump_to")
+    );
+    assert!(
+        tpu0(&r)["units"]["MXU"].is_object(),
+        "the measurement still answers"
+    );
+}

@@ -65,8 +65,9 @@ impl Tool for GetLloUtilization {
             (None, None, None) => Window::Whole,
             (None, s, e) => Window::Range(s, e),
         };
-        let dump =
-            dir_from_arg_or_env(call.opt_nonempty("dump_dir")?.as_deref(), "XLA_JF_DUMP_DIR");
+        let dump_arg = call.opt_nonempty("dump_dir")?;
+        let explicit = dump_arg.is_some();
+        let dump = dir_from_arg_or_env(dump_arg.as_deref(), "XLA_JF_DUMP_DIR");
         let s = session(call)?;
         let (h, space) = open_host(call, &s)?;
         let Some(found) = llo_utilization(&space, &window, buckets) else {
@@ -82,8 +83,16 @@ impl Tool for GetLloUtilization {
             None => {
                 json!({"status": "not_requested", "reason": "pass --dump_dir (the kernel's --xla_jf_dump_to LLO dump) to join measured stage time with static occupancy"})
             }
-            Some(dir) => {
-                let idx = DumpIndex::open(Some(dir)).map_err(to_tool_error)?;
+            Some(dir) => 'join: {
+                // The join is optional: a dump named explicitly must exist (path error), while
+                // one that only comes from $XLA_JF_DUMP_DIR never fails the measurement.
+                let idx = match DumpIndex::open(Some(dir.clone())) {
+                    Ok(i) => i,
+                    Err(e) if explicit && e.kind() == "path" => return Err(to_tool_error(e)),
+                    Err(e) => {
+                        break 'join json!({"status": "no_join", "dump_dir": dir.display().to_string(), "reason": e.to_string()});
+                    }
+                };
                 call.read_dir(&idx.dir);
                 let src = |p: &str| -> Result<Option<xprof_llo::matrix::Matrix>, String> {
                     let Ok(prog) = idx.program(p) else {
