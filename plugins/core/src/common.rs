@@ -420,4 +420,60 @@ mod tests {
             .collect();
         assert_eq!(names, cli_names);
     }
+
+    #[test]
+    fn capture_inventory_matches_the_official_cli() {
+        let root = testing::workspace_root(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+        let mut cases = vec![(
+            root.join("jax-cpu/logdir/plugins/profile/mlp_steps"),
+            root.join("oracle/mlp_steps/cli/list_xplane_lines.json"),
+        )];
+        if let Some(c) = testing::corpus(env!("CARGO_MANIFEST_DIR")) {
+            cases.push((
+                c.join("fixtures/seed-v6e/logdir/plugins/profile/testrun"),
+                c.join("oracle/official-cli-2.24.2/seed-v6e/inspect_capture.json"),
+            ));
+        }
+        for (run, oracle) in cases {
+            let r = call(
+                "inspect_capture",
+                json!({"path": run.display().to_string()}),
+            )
+            .unwrap();
+            let o: Value =
+                serde_json::from_str(&std::fs::read_to_string(&oracle).unwrap()).unwrap();
+            let strip = |v: &Value| -> Vec<(String, Vec<(String, u64)>, u64)> {
+                v["planes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| {
+                        (
+                            p["name"].as_str().unwrap().to_string(),
+                            p["lines"]
+                                .as_array()
+                                .unwrap()
+                                .iter()
+                                .map(|l| {
+                                    (
+                                        l["name"].as_str().unwrap().to_string(),
+                                        l["event_count"].as_u64().unwrap(),
+                                    )
+                                })
+                                .collect(),
+                            p["total_events"].as_u64().unwrap(),
+                        )
+                    })
+                    .collect()
+            };
+            assert_eq!(strip(&r), strip(&o), "{}", run.display());
+            for k in [
+                "capture_valid_for_device_analysis",
+                "capture_valid_for_llo_analysis",
+                "capture_valid_for_counter_sampling",
+            ] {
+                assert_eq!(r[k], o[k], "{k} on {}", run.display());
+            }
+        }
+    }
 }

@@ -94,6 +94,7 @@ impl Tool for ListXplaneLines {
             })
             .collect();
         let mut body = Map::new();
+        body.insert("session_id".into(), json!(s.dir.display().to_string()));
         body.insert("hostname".into(), json!(space.hostname()));
         body.insert("planes".into(), Value::Array(planes));
         body.insert("capture_valid_for_device_analysis".into(), json!(device));
