@@ -85,20 +85,22 @@ impl Tool for GetLloFitSummary {
                 call.read_dir(&other);
                 fit::add_diff(&mut data, &other, top);
             }
-            let hlo = dir_from_arg_or_env(
-                call.opt_nonempty("hlo_dump_dir")
-                    .map_err(tool_to_llo)?
-                    .as_deref(),
-                "XLA_HLO_DUMP_DIR",
-            );
-            if let Some(h) = &hlo {
-                if !h.is_dir() {
+            let hlo_arg = call.opt_nonempty("hlo_dump_dir").map_err(tool_to_llo)?;
+            let explicit = hlo_arg.is_some();
+            let mut hlo = dir_from_arg_or_env(hlo_arg.as_deref(), "XLA_HLO_DUMP_DIR");
+            if let Some(h) = hlo.clone() {
+                if h.is_dir() {
+                    call.read_dir(&h);
+                } else if explicit {
                     return Err(xprof_llo::LloError::NotFound {
-                        path: h.clone(),
+                        path: h,
                         what: "HLO dump directory (--hlo_dump_dir; written by --xla_dump_to)",
                     });
+                } else {
+                    // A stale $XLA_HLO_DUMP_DIR must not fail the summary: the limit is
+                    // then simply not found.
+                    hlo = None;
                 }
-                call.read_dir(h);
             }
             fit::add_operative_limit(&mut data, hlo.as_deref());
             let text = fit::render(&data, top);
