@@ -85,6 +85,22 @@ pub struct Signals {
     pub collective_percent: f64,
     pub data_shuffle_percent: f64,
     pub steps: usize,
+    /// Event-time fractions of `barrier-cores` and `debug_print` events (None: not analysed).
+    pub barrier_cores: Option<EventFractions>,
+    pub debug_print: Option<EventFractions>,
+}
+
+const BARRIER_CORES: &str = "barrier-cores";
+const DEBUG_PRINT: &str = "debug_print";
+const SPECIAL_OP_BOUND: f64 = 10.0;
+const DEBUG_PRINT_BOUND: f64 = 5.0;
+
+/// [`signals`] plus XProf's event-time-fraction signals, which read the device planes.
+pub fn signals_with_events(s: &OpStats, ip: &InputPipeline, run: &crate::LoadedRun) -> Signals {
+    let mut sig = signals(s, ip);
+    sig.barrier_cores = Some(event_time_fractions(run, BARRIER_CORES));
+    sig.debug_print = Some(event_time_fractions(run, DEBUG_PRINT));
+    sig
 }
 
 /// Average over steps of (Σ self time of matching categories / Σ core step time).
@@ -169,6 +185,8 @@ pub fn signals(s: &OpStats, ip: &InputPipeline) -> Signals {
         collective_percent: step_fraction_percent(s, |c| COLLECTIVES.contains(&c)),
         data_shuffle_percent: step_fraction_percent(s, |c| DATA_SHUFFLE.contains(&c)),
         steps: b.steps,
+        barrier_cores: None,
+        debug_print: None,
     }
 }
 
@@ -234,6 +252,29 @@ pub fn smart_suggestions(sig: &Signals) -> Value {
             "Data shuffle bound: data movement ops (gather, scatter, slice, concatenate, pad, ...) take {}% of the step time on average. Fuse or eliminate them, or change layouts.",
             one_digit(sig.data_shuffle_percent)), json!({"avg_data_shuffle_percent_of_step": sig.data_shuffle_percent})));
     }
+    if let Some(p) = sig
+        .barrier_cores
+        .as_ref()
+        .and_then(EventFractions::avg_percent)
+        && p >= SPECIAL_OP_BOUND
+    {
+        let hosts = sig.barrier_cores.as_ref().unwrap().per_host_percent();
+        out.push(suggestion("BarrierCoresRule", "xprof", format!(
+            "Barrier bound: TPU `barrier-cores` takes {}% of the step time on average — cores wait for each other. Balance the work across cores and hosts (look for stragglers among the per-host shares) and avoid unnecessary synchronisation.",
+            one_digit(p)), json!({"avg_barrier_cores_percent_of_step": p, "per_host_percent": hosts})));
+    }
+    if let Some(f) = &sig.debug_print {
+        let hosts: Vec<(String, f64)> = f
+            .per_host_percent()
+            .into_iter()
+            .filter(|(_, p)| *p >= DEBUG_PRINT_BOUND)
+            .collect();
+        if let Some(max) = hosts.iter().map(|x| x.1).reduce(f64::max) {
+            out.push(suggestion("DebugPrintRule", "xprof", format!(
+                "Debug printing: `debug_print` events take up to {}% of the step time on some hosts. Remove jax.debug.print / host callbacks from the hot loop.",
+                one_digit(max)), json!({"per_host_percent": hosts})));
+        }
+    }
     // Ours: the same compute/memory classification on measured utilisation, since XProf's
     // open-source overview passes 0 for both.
     if let (Some(f), Some(h)) = (sig.measured_flops_percent, sig.measured_hbm_percent) {
@@ -259,8 +300,6 @@ pub fn smart_suggestions(sig: &Signals) -> Value {
         "rules_not_evaluated": [
             {"rule": "SparseCoreBoundRule", "reason": "needs SparseCore step breakdowns, which the engine does not build"},
             {"rule": "SparseCoreOffloadRule", "reason": "needs SparseCore step breakdowns, which the engine does not build"},
-            {"rule": "BarrierCoresRule", "reason": "needs XProf's event-time-fraction analysis of `barrier-cores` events, not implemented"},
-            {"rule": "DebugPrintRule", "reason": "needs XProf's event-time-fraction analysis of `debug_print` events, not implemented"},
         ],
     })
 }
@@ -336,6 +375,15 @@ fn signals_json(sig: &Signals) -> Value {
         "avg_data_shuffle_percent_of_step".into(),
         json!(sig.data_shuffle_percent),
     );
+    for (k, f) in [
+        ("barrier_cores", &sig.barrier_cores),
+        ("debug_print", &sig.debug_print),
+    ] {
+        if let Some(f) = f {
+            m.insert(format!("avg_{k}_percent_of_step"), json!(f.avg_percent()));
+            m.insert(format!("{k}_percent_per_host"), json!(f.per_host_percent()));
+        }
+    }
     Value::Object(m)
 }
 
@@ -495,4 +543,131 @@ pub fn host_boundness(s: &OpStats, ip: &InputPipeline, ici_percent: Option<(f64,
         reasons.extend(reasons_missing);
     }
     json!({"status": status, "metrics": m, "reasons": reasons, "recommendations": recs})
+}
+
+/// XProf's event-time-fraction analysis (`xspace_to_event_time_fraction_analyzer.cc`) of one
+/// event name: per step, the device time of events whose name contains `target` as a fraction
+/// of the step, per TPU core and averaged per host.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EventFractions {
+    /// Plane name → one fraction per kept step.
+    pub per_chip: std::collections::BTreeMap<String, Vec<f32>>,
+    /// Hostname → per kept step, the average over its cores.
+    pub per_host: Vec<(String, Vec<f64>)>,
+}
+
+impl EventFractions {
+    /// XProf `GetAvgEventTimePercent`: the mean of every core's step fractions, in %.
+    pub fn avg_percent(&self) -> Option<f64> {
+        let all: Vec<f64> = self
+            .per_chip
+            .values()
+            .flatten()
+            .map(|x| *x as f64)
+            .collect();
+        (!all.is_empty()).then(|| 100.0 * all.iter().sum::<f64>() / all.len() as f64)
+    }
+
+    /// XProf `GetPerHostAvgEventTimePercent`.
+    pub fn per_host_percent(&self) -> Vec<(String, f64)> {
+        self.per_host
+            .iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(h, v)| (h.clone(), 100.0 * v.iter().sum::<f64>() / v.len() as f64))
+            .collect()
+    }
+}
+
+pub fn event_time_fractions(run: &crate::LoadedRun, target: &str) -> EventFractions {
+    use std::collections::{BTreeMap, BTreeSet};
+    use xprof_opstats::device::{device_span, is_op_line, is_tpu_tensor_core_plane};
+    use xprof_opstats::model::StatKey;
+    let mut out = EventFractions::default();
+    for h in &run.hosts {
+        // step → plane → fraction; step → duration.
+        let mut fr: BTreeMap<i64, BTreeMap<String, f64>> = BTreeMap::new();
+        let mut step_dur: BTreeMap<i64, u64> = BTreeMap::new();
+        for plane in h
+            .model
+            .planes
+            .iter()
+            .filter(|p| is_tpu_tensor_core_plane(&p.name))
+        {
+            // Steps: markers on the Steps line (longest per group) that also have op events.
+            let mut markers: BTreeMap<i64, i64> = BTreeMap::new();
+            let mut op_groups: BTreeSet<i64> = BTreeSet::new();
+            for line in &plane.lines {
+                if line.name == "Steps" {
+                    for e in &line.events {
+                        if let Some(g) = e.stats.i64(StatKey::GroupId) {
+                            let d = device_span(e).1;
+                            let m = markers.entry(g).or_default();
+                            *m = (*m).max(d);
+                        }
+                    }
+                } else if is_op_line(&line.name) {
+                    op_groups.extend(
+                        line.events
+                            .iter()
+                            .filter_map(|e| e.stats.i64(StatKey::GroupId)),
+                    );
+                }
+            }
+            for line in &plane.lines {
+                for e in &line.events {
+                    if !plane.meta(e).name.contains(target) {
+                        continue;
+                    }
+                    let Some(g) = e.stats.i64(StatKey::GroupId) else {
+                        continue;
+                    };
+                    let Some(&sd) = markers.get(&g).filter(|_| op_groups.contains(&g)) else {
+                        continue;
+                    };
+                    if sd <= 0 {
+                        continue;
+                    }
+                    let Some(d) = e.stats.u64(StatKey::DeviceDurationPs) else {
+                        continue;
+                    };
+                    // XProf skips barrier-cores' dummy durations (0 and 1.25 ns).
+                    if target == "barrier-cores" && (d == 0 || d == 1250) {
+                        continue;
+                    }
+                    *fr.entry(g)
+                        .or_default()
+                        .entry(plane.name.clone())
+                        .or_default() += (d as f64 / sd as f64) as f32 as f64;
+                    step_dur.insert(g, sd as u64);
+                }
+            }
+        }
+        // Incomplete steps: with ≥ 3 steps drop the first and last; with 2, drop one that is
+        // under 1 % of the other.
+        if fr.len() >= 3 {
+            let first = *fr.keys().next().unwrap();
+            let last = *fr.keys().next_back().unwrap();
+            fr.remove(&first);
+            fr.remove(&last);
+        } else if fr.len() == 2 {
+            let ks: Vec<i64> = fr.keys().copied().collect();
+            let (d1, d2) = (step_dur[&ks[0]] as f64, step_dur[&ks[1]] as f64);
+            if d2 < 0.01 * d1 {
+                fr.remove(&ks[1]);
+            } else if d1 < 0.01 * d2 {
+                fr.remove(&ks[0]);
+            }
+        }
+        let mut host = Vec::new();
+        for planes in fr.values() {
+            for (p, f) in planes {
+                out.per_chip.entry(p.clone()).or_default().push(*f as f32);
+            }
+            if !planes.is_empty() {
+                host.push(planes.values().sum::<f64>() / planes.len() as f64);
+            }
+        }
+        out.per_host.push((h.model.hostname.clone(), host));
+    }
+    out
 }

@@ -164,9 +164,8 @@ fn smart_suggestions_from_xprof_rules_equal_xprof() {
         let r = load(&run);
         let s = r.op_stats().expect("op stats");
         let ip = xprof_views::input_pipeline::input_pipeline(&s, &r.core_details());
-        let ours = xprof_views::suggestions::smart_suggestions(&xprof_views::suggestions::signals(
-            &s, &ip,
-        ));
+        let sig = xprof_views::suggestions::signals_with_events(&s, &ip, &r);
+        let ours = xprof_views::suggestions::smart_suggestions(&sig);
         let xprof_rules: Vec<&serde_json::Value> = ours["suggestions"]
             .as_array()
             .unwrap()

@@ -991,3 +991,64 @@ fn host_input_ops_are_categorised_and_scaled_like_xprof() {
     assert_eq!(t.properties["demanded_file_read_us"], json!("0.000"));
     assert_eq!(t.properties["unclassified_nonequeue_us"], json!("0.000"));
 }
+
+#[test]
+fn barrier_and_debug_print_rules_read_event_time_fractions() {
+    // Four 100 µs steps; in each, barrier-cores waits 20 µs and debug_print takes 6 µs.
+    let b = XSpaceBuilder::new()
+        .hostname("tpu-host")
+        .plane("/device:TPU:0", |p| {
+            let p = p.line("Steps", |mut l| {
+                for g in 0..4i64 {
+                    l = l
+                        .event(&g.to_string(), g * 100_000_000, 100_000_000)
+                        .stat("group_id", g);
+                }
+                l
+            });
+            p.line("XLA Ops", |mut l| {
+                for g in 0..4i64 {
+                    let t = g * 100_000_000;
+                    l = l
+                        .event("fusion.1", t + 1_000_000, 50_000_000)
+                        .metadata_stat("hlo_category", "loop fusion")
+                        .metadata_stat("symbol_id", 1u64)
+                        .stat("group_id", g)
+                        .event("barrier-cores.2", t + 60_000_000, 20_000_000)
+                        .metadata_stat("hlo_category", "barrier")
+                        .metadata_stat("symbol_id", 2u64)
+                        .stat("group_id", g)
+                        .stat("device_duration_ps", 20_000_000u64)
+                        .event("debug_print.3", t + 85_000_000, 6_000_000)
+                        .stat("group_id", g)
+                        .stat("device_duration_ps", 6_000_000u64);
+                }
+                l
+            })
+        });
+    let (_d, r) = loaded(&b);
+    let bc = xprof_views::suggestions::event_time_fractions(&r, "barrier-cores");
+    // First and last steps dropped: two 0.2 fractions.
+    assert_eq!(bc.per_chip["/device:TPU:0"], vec![0.2f32, 0.2]);
+    // XProf keeps fractions as f32.
+    assert!((bc.avg_percent().unwrap() - 20.0).abs() < 1e-4);
+    let dp = xprof_views::suggestions::event_time_fractions(&r, "debug_print");
+    assert_eq!(dp.per_host_percent().len(), 1);
+    assert!((dp.per_host_percent()[0].1 - 6.0).abs() < 1e-4);
+    let s = r.op_stats().unwrap();
+    let ip = xprof_views::input_pipeline::input_pipeline(&s, &r.core_details());
+    let sig = xprof_views::suggestions::signals_with_events(&s, &ip, &r);
+    let v = xprof_views::suggestions::smart_suggestions(&sig);
+    let rules: Vec<&str> = v["suggestions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["ruleName"].as_str().unwrap())
+        .collect();
+    assert!(rules.contains(&"BarrierCoresRule"), "{rules:?}");
+    assert!(rules.contains(&"DebugPrintRule"), "{rules:?}");
+    let avg = v["signals"]["avg_barrier_cores_percent_of_step"]
+        .as_f64()
+        .unwrap();
+    assert!((avg - 20.0).abs() < 1e-4);
+}

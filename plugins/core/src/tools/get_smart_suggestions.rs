@@ -23,7 +23,8 @@ impl Tool for GetSmartSuggestions {
          input %, enqueue vs host-processing split, TensorCore idle %, average collective and \
          data-shuffle share of step time): ComputeBound, MemoryBound, InputBound, \
          DataTransferBound, HostProcessingBound, TensorCoreIdleBound, CollectiveBound, \
-         DataShuffleBound (`source: xprof`), then ours on measured utilization \
+         DataShuffleBound, BarrierCores and DebugPrint (share of step time of `barrier-cores` / \
+         `debug_print` events per TPU core and host) (`source: xprof`), then ours on measured utilization \
          (`source: xprof-rs`). Every suggestion lists the signal values behind it; `signals` \
          holds them all and `rules_not_evaluated` the rules this capture cannot feed. \
          `suggestions` is always present ([] when none fires)."
@@ -54,7 +55,7 @@ impl Tool for GetSmartSuggestions {
             &run.core_details(),
             empty_intersect,
         );
-        let sig = xprof_views::suggestions::signals(&st, &ip);
+        let sig = xprof_views::suggestions::signals_with_events(&st, &ip, &run);
         let body = match xprof_views::suggestions::smart_suggestions(&sig) {
             Value::Object(m) => m,
             _ => Map::new(),
