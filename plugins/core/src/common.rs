@@ -442,7 +442,8 @@ mod tests {
             .unwrap();
             let o: Value =
                 serde_json::from_str(&std::fs::read_to_string(&oracle).unwrap()).unwrap();
-            let strip = |v: &Value| -> Vec<(String, Vec<(String, u64)>, u64)> {
+            type Inventory = Vec<(String, Vec<(String, u64)>, u64)>;
+            let strip = |v: &Value| -> Inventory {
                 v["planes"]
                     .as_array()
                     .unwrap()
