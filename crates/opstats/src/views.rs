@@ -1297,11 +1297,30 @@ pub fn steps_summary(s: &OpStats) -> Value {
 }
 
 /// The database op views read: the device's, or on CPU-only captures the host-executed XLA ops.
+/// `None` when it holds no op (see [`no_op_reason`]).
 pub fn op_db(s: &OpStats) -> Option<(&OpMetricsDb, bool)> {
     if s.run_env.hardware_type != HardwareType::CpuOnly {
-        return Some((&s.device_db, false));
+        return (!s.device_db.is_empty()).then_some((&s.device_db, false));
     }
-    s.host_xla_db.as_ref().map(|d| (d, true))
+    s.host_xla_db
+        .as_ref()
+        .filter(|d| !d.is_empty())
+        .map(|d| (d, true))
+}
+
+/// Why [`op_db`] found no op, naming what the capture lacks.
+pub fn no_op_reason(s: &OpStats) -> String {
+    match s.run_env.hardware_type {
+        HardwareType::Tpu => format!(
+            "the {} TPU TensorCore plane(s) have no `XLA Ops` events with program_id/symbol_id metadata stats",
+            s.run_env.device_core_count
+        ),
+        HardwareType::Gpu => format!(
+            "the {} GPU plane(s) have no kernel events with hlo_op/program_id stats that match the capture's HLO ({} such kernels lacked their HLO module)",
+            s.run_env.device_core_count, s.gpu_kernels_without_hlo
+        ),
+        HardwareType::CpuOnly => "no device plane, and no /host:CPU thread events with an `hlo_op` stat (XLA ops run by a CPU backend)".into(),
+    }
 }
 
 /// One op_profile node's metrics (XProf `op_profile` field names).

@@ -329,3 +329,19 @@ fn op_profile_groups_duplicates_like_xprof() {
     assert_eq!(cat["children"][0]["metrics"]["rawTime"], 600);
     assert_eq!(cat["children"][0]["numChildren"], 3);
 }
+
+#[test]
+fn a_device_without_identified_ops_is_no_data_not_zero() {
+    // XLA Ops events without program/symbol ids: XProf drops them; the views say so.
+    let s = stats(XSpaceBuilder::new().plane("/device:TPU:0", |p| {
+        p.line("XLA Ops", |l| l.event("%x = f32[] add()", 0, 100))
+    }));
+    assert!(views::op_db(&s).is_none());
+    assert!(views::no_op_reason(&s).contains("XLA Ops"));
+    // A CPU capture without hlo_op events: the same.
+    let s = stats(XSpaceBuilder::new().plane("/host:CPU", |p| {
+        p.line_with_id(1, "t", |l| l.event("work", 0, 10))
+    }));
+    assert!(views::op_db(&s).is_none());
+    assert!(views::no_op_reason(&s).contains("hlo_op"));
+}

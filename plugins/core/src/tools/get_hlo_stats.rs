@@ -51,7 +51,7 @@ impl Tool for GetHloStats {
         let (st, used, warnings) = op_stats(call, &s)?;
         let Some((db, host_executed)) = xprof_opstats::views::op_db(&st) else {
             return Ok(ToolOutput::no_data(
-                "no XLA op events: no device plane and no host thread events with an hlo_op stat",
+                xprof_opstats::views::no_op_reason(&st),
                 DEVICE_TRACE_FLAGS,
             ));
         };

@@ -82,7 +82,9 @@ impl Tool for GetProfileSummary {
                 body.insert("idle_time_ps".into(), json!(db.idle_op_time_ps()));
             }
             None => {
-                let _ = writeln!(text, "No XLA op events in this capture.");
+                let reason = xprof_opstats::views::no_op_reason(&st);
+                let _ = writeln!(text, "No XLA op events: {reason}.");
+                body.insert("no_data_reason".into(), json!(reason));
             }
         }
         body.insert("top_operations".into(), Value::Array(top));
