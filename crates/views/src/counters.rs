@@ -341,6 +341,107 @@ fn tc_units(c: &Counters, g: Gen, core: usize, rows: &mut Rows) {
     }
 }
 
+/// SparseCore tile metrics in XProf's order: (v6e name, v7x name, counter).
+const SC_TILE_METRICS: &[(&str, &str, &str)] = &[
+    ("TEC Scalar Issue", "TEC Scalar Issue", "TEC_SCALAR_ISSUE"),
+    (
+        "TEC Scalar Issue: S0 slot",
+        "TEC Scalar Issue: S0 slot",
+        "TEC_S0_INSTRUCTION",
+    ),
+    (
+        "TEC Scalar Issue: S1 slot",
+        "TEC Scalar Issue: S1 slot",
+        "TEC_S1_INSTRUCTION",
+    ),
+    (
+        "TEC Scalar Issue: Smisc slot",
+        "TEC Scalar Issue: Smisc slot",
+        "TEC_SMISC_INSTRUCTION",
+    ),
+    ("SC Vector Issue", "SC Vector Issue", "VECTOR_ISSUE"),
+    (
+        "SC Vector Issue:V0 Slot",
+        "SC Vector Issue: V0 Slot",
+        "V0_INSTRUCTION",
+    ),
+    (
+        "SC Vector Issue: V1 Slot",
+        "SC Vector Issue: V1 Slot",
+        "V1_INSTRUCTION",
+    ),
+    (
+        "SC Vector Issue: V2 Slot",
+        "SC Vector Issue: V2 Slot",
+        "V2_INSTRUCTION",
+    ),
+    (
+        "SC Vector Issue: VLD Slot",
+        "SC Vector Issue: VLD Slot",
+        "VLD_INSTRUCTION",
+    ),
+    (
+        "SC Vector Issue: VST Slot",
+        "SC Vector Issue: VST Slot",
+        "VST_INSTRUCTION",
+    ),
+    (
+        "SC Vector Issue:VEX Slot",
+        "SC Vector Issue: VEX Slot",
+        "VEX_INSTRUCTION",
+    ),
+    (
+        "SC Vector Issue:VRES Slot",
+        "SC Vector Issue: VRES Slot",
+        "VRES_INSTRUCTION",
+    ),
+];
+
+/// SparseCore sequencer (SCS) metrics: (name, counter).
+const SC_SCS_METRICS: &[(&str, &str)] = &[
+    ("SCS Scalar Issue", "SCALAR_ISSUE"),
+    ("SCS: S0 Slot", "S0_INSTRUCTION"),
+    ("SCS: S1 Slot", "S1_INSTRUCTION"),
+    ("SCS: Smisc Slot", "SMISC_INSTRUCTION"),
+];
+
+/// XProf's SparseCore unit utilization of one SparseCore (`die`, `core`): per-tile issue
+/// counts summed over the 16 tiles against 16 × tile-0 cycles, and the sequencer's issue
+/// counts against its cycles.
+fn sparse_core(c: &Counters, g: Gen, die: u8, core: u8, rows: &mut Rows) {
+    type ScIndex = HashMap<(u8, u8, i8, &'static str), u64>;
+    static V6E: std::sync::OnceLock<ScIndex> = std::sync::OnceLock::new();
+    static V7X: std::sync::OnceLock<ScIndex> = std::sync::OnceLock::new();
+    let index = |t: &'static [(u8, u8, i8, &'static str, u64)]| -> ScIndex {
+        t.iter().map(|x| ((x.0, x.1, x.2, x.3), x.4)).collect()
+    };
+    let table = match g {
+        Gen::V6e => V6E.get_or_init(|| index(V6E_SC)),
+        Gen::V7x => V7X.get_or_init(|| index(V7X_SC)),
+    };
+    let id = |tile: i8, name: &'static str| table.get(&(die, core, tile, name)).copied();
+    let node = match g {
+        Gen::V6e => core as usize,
+        Gen::V7x => ((die as usize) << 1) + core as usize,
+    };
+    let tile_cycles = c.get(id(0, "CYCLES")) as f64;
+    for (v6, v7, counter) in SC_TILE_METRICS {
+        let v: u64 = (0..16).map(|t| c.get(id(t, counter))).sum();
+        let name = if g == Gen::V6e { v6 } else { v7 };
+        rows.add(node, name, v as f64, tile_cycles * 16.0, "instructions");
+    }
+    let scs_cycles = c.get(id(-1, "CYCLES")) as f64;
+    for (name, counter) in SC_SCS_METRICS {
+        rows.add(
+            node,
+            name,
+            c.get(id(-1, counter)) as f64,
+            scs_cycles,
+            "instructions",
+        );
+    }
+}
+
 /// XProf `ComputeTpuGenericBandwidthUtilization`: HBM bytes (32 per beat) against the peak
 /// bandwidth over the TensorCore's cycles.
 fn hbm(c: &Counters, g: Gen, core: usize, rows: &mut Rows) {
@@ -395,8 +496,8 @@ fn ici(c: &Counters, g: Gen, rows: &mut Rows) {
 }
 
 /// utilization_viewer: per TPU v6e/v7x plane with `device_id`, per line (sample), derived unit
-/// utilizations from the line's counters. TensorCore units, HBM bandwidth and ICI as XProf
-/// computes them; SparseCore units are not derived yet (see `not_derived` in the tool).
+/// utilizations from the line's counters: TensorCore units, HBM bandwidth, ICI and SparseCore
+/// units as XProf computes them.
 pub fn utilization_viewer(hosts: &[(String, XSpace)]) -> Table {
     let mut t = Table::new(UTILIZATION_COLUMNS);
     for (_, space) in hosts {
@@ -457,6 +558,13 @@ pub fn utilization_viewer(hosts: &[(String, XSpace)]) -> Table {
                     tc_units(&c, g, core, &mut rows);
                     hbm(&c, g, core, &mut rows);
                     ici(&c, g, &mut rows);
+                }
+                // SparseCores after the TensorCore metrics (two per die).
+                let dies = if g == Gen::V7x { 2 } else { 1 };
+                for die in 0..dies {
+                    for core in 0..2 {
+                        sparse_core(&c, g, die, core, &mut rows);
+                    }
                 }
             }
         }

@@ -217,6 +217,14 @@ fn pwr(die: u32, name: &str) -> u64 {
         .2
 }
 
+fn sc(die: u8, core: u8, tile: i8, name: &str) -> u64 {
+    V7X_SC
+        .iter()
+        .find(|x| x.0 == die && x.1 == core && x.2 == tile && x.3 == name)
+        .unwrap()
+        .4
+}
+
 fn v7x_capture() -> XSpaceBuilder {
     let counters: Vec<(String, u64, u64)> = vec![
         ("CYCLE_COUNT_0".into(), pwr(0, "CYCLE_COUNT"), 1000),
@@ -249,6 +257,19 @@ fn v7x_capture() -> XSpaceBuilder {
         ("HBM_RD_A".into(), V7X_HBM_RD_DIE0[0], 100),
         ("HBM_RD_B".into(), V7X_HBM_RD_DIE0[5], 20),
         ("HBM_WR_A".into(), V7X_HBM_WR_DIE0[3], 30),
+        ("SC_D1C1_TILE0_CYCLES".into(), sc(1, 1, 0, "CYCLES"), 100),
+        (
+            "SC_D1C1_TILE3_VECTOR".into(),
+            sc(1, 1, 3, "VECTOR_ISSUE"),
+            64,
+        ),
+        (
+            "SC_D1C1_TILE9_VECTOR".into(),
+            sc(1, 1, 9, "VECTOR_ISSUE"),
+            16,
+        ),
+        ("SCS_D0C0_SCALAR".into(), sc(0, 0, -1, "SCALAR_ISSUE"), 10),
+        ("SCS_D0C0_CYCLES".into(), sc(0, 0, -1, "CYCLES"), 40),
         ("ICI_WR_2".into(), V7X_ICI_WR[2], 3),
     ];
     XSpaceBuilder::new()
@@ -280,9 +301,9 @@ fn perf_counters_list_every_counter_sample() {
     let (t, p) = xprof_views::counters::perf_counters_with_presence(&raw(v7x_capture()));
     assert_eq!(
         (p.device_planes, p.planes_with_chip_id, p.counter_events),
-        (1, 1, 15)
+        (1, 1, 20)
     );
-    assert_eq!(t.records.len(), 15);
+    assert_eq!(t.records.len(), 20);
     let r = &t.records[3];
     assert_eq!(r["Host"], json!("host0"));
     assert_eq!(r["Chip"], json!(7)); // global_chip_id wins over device_id
@@ -358,6 +379,27 @@ fn utilization_viewer_derives_units_from_v7x_counters() {
         (r["achieved"].as_f64(), r["peak"].as_f64()),
         (Some(0.0), Some(4000.0))
     );
+    // SparseCores: node = die × 2 + core; tiles summed against 16 × tile-0 cycles.
+    let r = row(3, "SC Vector Issue");
+    assert_eq!(
+        (r["achieved"].as_f64(), r["peak"].as_f64()),
+        (Some(80.0), Some(1600.0))
+    );
+    let r = row(0, "SCS Scalar Issue");
+    assert_eq!(
+        (r["achieved"].as_f64(), r["peak"].as_f64()),
+        (Some(10.0), Some(40.0))
+    );
+    // Four SparseCores × (12 tile + 4 sequencer metrics).
+    let sc_rows = t
+        .records
+        .iter()
+        .filter(|r| {
+            let n = r["name"].as_str().unwrap();
+            n.starts_with("TEC ") || n.starts_with("SC ") || n.starts_with("SCS")
+        })
+        .count();
+    assert_eq!(sc_rows, 4 * 16);
     // XProf repeats the per-chip ICI rows once per TensorCore.
     assert_eq!(
         t.records

@@ -26,8 +26,9 @@ impl Tool for GetUtilizationViewer {
          `device_id` stat: per counter sample (line), achieved vs peak for each TensorCore unit \
          (scalar unit, vector ALUs, VPU, vector loads/stores, MXU busy and per-MXU/per-precision \
          cycles, matpush, XLU), HBM read/write bytes and ICI read/write bytes, derived from the \
-         counters with XProf's formulas and counter ids. Not derived yet: SparseCore units \
-         (listed in `not_derived`). Captures without such counters answer `no_data`."
+         counters with XProf's formulas and counter ids, then the SparseCore issue slots (TEC, \
+         vector, sequencer; node = die × 2 + SparseCore on v7x). `utilization_percent` = \
+         achieved / peak. Captures without such counters answer `no_data`."
     }
     fn params(&self) -> Params {
         Params::new()
@@ -36,7 +37,7 @@ impl Tool for GetUtilizationViewer {
             .integer_min("limit", "Maximum rows (0 = all).", Some(100), 0)
     }
     fn output(&self) -> &'static str {
-        "{capture, run, not_derived, table: {columns, total_records, truncated, records: [{host, device, sample, node, name, achieved, peak, unit, utilization_percent}]}}"
+        "{capture, run, table: {columns, total_records, truncated, records: [{host, device, sample, node, name, achieved, peak, unit, utilization_percent}]}}"
     }
     fn examples(&self) -> Vec<Example> {
         vec![
@@ -59,10 +60,6 @@ impl Tool for GetUtilizationViewer {
             r.insert("utilization_percent".into(), json!(u));
         }
         let mut body = Map::new();
-        body.insert(
-            "not_derived".into(),
-            json!(["SparseCore units (TEC/SCS issue slots)"]),
-        );
         body.insert("table".into(), t.to_json(limit));
         if t.records.is_empty() {
             return Ok(no_data_with(
