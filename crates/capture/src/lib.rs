@@ -255,7 +255,7 @@ fn open_run_in_logdir(logdir: &Path, run: &str) -> Result<Session, CaptureError>
 }
 
 fn open_latest_run(logdir: &Path) -> Result<Session, CaptureError> {
-    let (runs, _) = list_runs(logdir)?;
+    let (runs, scanned) = list_runs(logdir)?;
     // Run names are timestamps in JAX/TF layouts, so the last in name order is the newest.
     let Some(run) = runs.last() else {
         if !logdir.join("plugins").join("profile").is_dir() {
@@ -268,7 +268,15 @@ fn open_latest_run(logdir: &Path) -> Result<Session, CaptureError> {
             logdir: logdir.to_path_buf(),
         });
     };
-    open_run_in_logdir(logdir, run)
+    // Which run is "latest" depends on every directory listed, so a new run anywhere under the
+    // logdir must invalidate cached answers: record them all.
+    let mut session = open_run_in_logdir(logdir, run)?;
+    for d in scanned {
+        if !session.scanned_dirs.contains(&d) {
+            session.scanned_dirs.push(d);
+        }
+    }
+    Ok(session)
 }
 
 fn open_file(path: &Path) -> Result<Session, CaptureError> {

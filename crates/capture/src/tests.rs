@@ -83,3 +83,19 @@ fn unknown_host_lists_available() {
     let e = s.select_hosts(Some("zz")).unwrap_err();
     assert!(e.hint().unwrap().contains("host0"));
 }
+
+#[test]
+fn latest_run_resolution_records_every_listed_directory() {
+    let t = tempfile::tempdir().unwrap();
+    touch(&t.path().join("plugins/profile/r1/h.xplane.pb"));
+    let s = resolve(&Selector {
+        path: Some(t.path().display().to_string()),
+        ..Default::default()
+    })
+    .unwrap();
+    assert!(
+        s.scanned_dirs.contains(&t.path().join("plugins/profile")),
+        "{:?}",
+        s.scanned_dirs
+    );
+}
