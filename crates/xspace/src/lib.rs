@@ -440,20 +440,24 @@ fn parse_line(
     if e - s >= 2 * LINE_CHUNK_BYTES {
         let (mut start, mut events) = (s, 0usize);
         let mut before = 0usize;
-        let mut fields = Fields::new(buf, s, e);
+        let mut p = s;
         loop {
-            let at = fields.pos();
-            if at - start >= LINE_CHUNK_BYTES || at >= e {
-                chunks.push(((start, at), before));
-                (start, before) = (at, events);
+            if p - start >= LINE_CHUNK_BYTES || p >= e {
+                chunks.push(((start, p), before));
+                (start, before) = (p, events);
             }
-            match fields.next() {
-                None => break,
-                Some(f) => {
-                    if f.ctx(ctx)?.number == 4 {
-                        events += 1;
-                    }
+            if p >= e {
+                break;
+            }
+            if buf[p] == 0x22 {
+                p = len_field(buf, p, e).ctx(ctx)?.1;
+                events += 1;
+            } else {
+                let (f, next) = Fields::field_at(buf, p, e).ctx(ctx)?;
+                if f.number == 4 {
+                    events += 1;
                 }
+                p = next;
             }
         }
     } else {

@@ -429,6 +429,25 @@ impl Iterator for Fields<'_> {
 pub fn read_varint_trusted(buf: &[u8], pos: &mut usize) -> u64 {
     let mut result = 0u64;
     let mut p = *pos;
+    if let Some(&b) = buf.get(p)
+        && b < 0x80
+    {
+        *pos = p + 1;
+        return b as u64;
+    }
+    // A fixed ten-byte window: no per-byte bounds checks.
+    if let Some(w) = buf.get(p..p + 10) {
+        let w: &[u8; 10] = w.try_into().unwrap();
+        for (k, &b) in w.iter().enumerate() {
+            result |= ((b & 0x7f) as u64) << (7 * k);
+            if b < 0x80 {
+                *pos = p + k + 1;
+                return result;
+            }
+        }
+        *pos = p + 10;
+        return result;
+    }
     for k in 0..10 {
         let Some(&b) = buf.get(p) else { break };
         p += 1;
