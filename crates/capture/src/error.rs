@@ -27,6 +27,12 @@ pub enum CaptureError {
         host: String,
         available: Vec<String>,
     },
+    /// A capture file that is not a well-formed XSpace (kind and hint come from the reader).
+    #[error(transparent)]
+    XSpace(#[from] xprof_xspace::XSpaceError),
+    /// An HLO module's proto that does not decode.
+    #[error("{origin}: not a valid xla.HloProto: {detail}")]
+    HloProto { origin: String, detail: String },
     #[error("cannot read {}: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -49,6 +55,8 @@ impl CaptureError {
             CaptureError::NoCaptureGiven => "usage",
             CaptureError::UnknownHost { .. } => "invalid_value",
             CaptureError::NotAnXSpaceFile { .. } => "invalid_value",
+            CaptureError::XSpace(e) => e.kind(),
+            CaptureError::HloProto { .. } => "invalid_value",
             _ => "path",
         }
     }
@@ -85,6 +93,10 @@ impl CaptureError {
                 format!("available hosts: {}", available.join(", "))
             }
             CaptureError::Io { .. } => "check the file's permissions".into(),
+            CaptureError::XSpace(e) => e.hint(),
+            CaptureError::HloProto { .. } => {
+                "the module's proto is damaged: re-capture, or pass another --module_name".into()
+            }
         })
     }
 }

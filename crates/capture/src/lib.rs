@@ -7,7 +7,9 @@
 use std::path::{Path, PathBuf};
 
 mod error;
+pub mod hlo_modules;
 pub use error::CaptureError;
+pub use hlo_modules::{HloModuleRef, HloSource};
 
 /// Suffixes of XSpace files, longest first (`.xspace.pb` is what some exporters write).
 pub const XSPACE_SUFFIXES: &[&str] = &[".xplane.pb", ".xspace.pb"];
