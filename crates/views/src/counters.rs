@@ -451,8 +451,13 @@ fn hbm(c: &Counters, g: Gen, core: usize, rows: &mut Rows) {
         (Gen::V7x, 0) => (V7X_HBM_RD_DIE0, V7X_HBM_WR_DIE0, V7X_TC_DIE0),
         (Gen::V7x, _) => (V7X_HBM_RD_DIE1, V7X_HBM_WR_DIE1, V7X_TC_DIE1),
     };
-    let rd_bytes = rd.iter().map(|i| c.get(Some(*i))).sum::<u64>() * BYTES_PER_BEAT;
-    let wr_bytes = wr.iter().map(|i| c.get(Some(*i))).sum::<u64>() * BYTES_PER_BEAT;
+    // Up to 256 controllers: saturate rather than overflow on corrupt counters.
+    let beats = |ids: &[u64]| {
+        ids.iter()
+            .fold(0u64, |a, i| a.saturating_add(c.get(Some(*i))))
+    };
+    let rd_bytes = beats(rd).saturating_mul(BYTES_PER_BEAT);
+    let wr_bytes = beats(wr).saturating_mul(BYTES_PER_BEAT);
     let cycles = c.get(lookup(tc, "CYCLES"));
     if cycles == 0 {
         return;
@@ -542,7 +547,9 @@ pub fn utilization_viewer(hosts: &[(String, XSpace)]) -> Table {
                         _ => v.uint().unwrap_or(0),
                     };
                     if id != 0 {
-                        values.insert(id, value);
+                        // Real counters stay far below 2^56; clamping keeps the formulas'
+                        // integer sums and multiples from overflowing on corrupt input.
+                        values.insert(id, value.min(1 << 56));
                     }
                 }
                 if values.is_empty() {

@@ -556,11 +556,15 @@ fn tpu_steps(steps: &[Step], cores: &BTreeMap<i64, CoreDetails>) -> Vec<TpuStep>
             outfeed.push(b.host_outfeed_ps);
             infeed_pct.push(100.0 * safe_div(b.infeed_ps as f64, cs.duration_ps as f64));
             // The optimal step: minus the time waiting for the host or SparseCoreV0.
-            let wait = b.infeed_ps
-                + b.host_outfeed_ps
-                + b.host_send_recv_ps
-                + b.tc_idle_ps
-                + b.wait_for_scv0_ps;
+            let wait = [
+                b.infeed_ps,
+                b.host_outfeed_ps,
+                b.host_send_recv_ps,
+                b.tc_idle_ps,
+                b.wait_for_scv0_ps,
+            ]
+            .iter()
+            .fold(0u64, |a, x| a.saturating_add(*x));
             optimal.push(cs.duration_ps.saturating_sub(wait));
             host_xfer.push(b.host_send_recv_ps);
             if b.infeed_ps > max_infeed.1 {

@@ -340,7 +340,7 @@ pub fn kernel_stats_with_hlo(hosts: &[(String, XSpace)], hlo: &HloOpNames) -> Ke
                         ..Default::default()
                     });
                     r.occurrences += 1;
-                    r.total_duration_ns += dur_ns;
+                    r.total_duration_ns = r.total_duration_ns.saturating_add(dur_ns);
                     r.min_duration_ns = r.min_duration_ns.min(dur_ns);
                     r.max_duration_ns = r.max_duration_ns.max(dur_ns);
                 }
@@ -364,9 +364,9 @@ pub fn tensor_core_time_by_op(ks: &KernelStats) -> HashMap<String, (u64, u64)> {
     let mut m: HashMap<String, (u64, u64)> = HashMap::new();
     for r in &ks.reports {
         let e = m.entry(r.key.op_name.clone()).or_default();
-        e.1 += r.total_duration_ns;
+        e.1 = e.1.saturating_add(r.total_duration_ns);
         if r.key.is_kernel_using_tensor_core {
-            e.0 += r.total_duration_ns;
+            e.0 = e.0.saturating_add(r.total_duration_ns);
         }
     }
     m

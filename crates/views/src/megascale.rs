@@ -298,11 +298,11 @@ pub fn transmitted_bytes(size: u64, group: u64, transfer_type: &str) -> u64 {
     }
     let (s, g) = (size as f64, group as f64);
     match transfer_type {
-        "ONE_TO_ONE" => group * size,
+        "ONE_TO_ONE" => group.saturating_mul(size),
         "ALL_GATHER" => safe_div((g - 1.0) * s, g) as u64,
         "ALL_REDUCE" => (2.0 * safe_div(g - 1.0, g) * s) as u64,
         "ALL_TO_ALL" => (safe_div(g - 1.0, g) * s) as u64,
-        "REDUCE_SCATTER" => size * (group - 1),
+        "REDUCE_SCATTER" => size.saturating_mul(group - 1),
         _ => 0,
     }
 }
@@ -370,10 +370,10 @@ pub fn megascale_stats_with_hlo(space: &XSpace, hlo_files: &[PathBuf]) -> Megasc
             };
             let dur_ns = e.duration_ps() / 1000;
             // XProf's TimestampNs: the line's ns plus the offset truncated to ns.
-            let t_ns = line.timestamp_ns() + e.offset_ps() / 1000;
+            let t_ns = line.timestamp_ns().saturating_add(e.offset_ps() / 1000);
             let dur_ps = e.duration_ps().max(0) as u64;
             let st = states.entry(rendezvous.clone()).or_default();
-            st.stall_ns += dur_ns;
+            st.stall_ns = st.stall_ns.saturating_add(dur_ns);
             match instr.opcode.as_str() {
                 "send" => {
                     st.start_ns = t_ns;
@@ -405,8 +405,12 @@ pub fn megascale_stats_with_hlo(space: &XSpace, hlo_files: &[PathBuf]) -> Megasc
                         rendezvous: rendezvous.clone(),
                         transfer_type: st.transfer_type.clone(),
                         send_start_us: st.start_ns as f64 / 1000.0,
-                        recv_done_end_us: (t_ns + dur_ns) as f64 / 1000.0,
-                        slack_us: (t_ns - st.start_ns - st.overlapping_ns) as f64 / 1000.0,
+                        recv_done_end_us: t_ns.saturating_add(dur_ns) as f64 / 1000.0,
+                        slack_us: t_ns
+                            .saturating_sub(st.start_ns)
+                            .saturating_sub(st.overlapping_ns)
+                            as f64
+                            / 1000.0,
                         bytes: transmitted_bytes(instr.size, st.group_size, &st.transfer_type),
                         stall_us: st.stall_ns as f64 / 1000.0,
                         recv_op: display.to_string(),
@@ -421,7 +425,7 @@ pub fn megascale_stats_with_hlo(space: &XSpace, hlo_files: &[PathBuf]) -> Megasc
             }
             // Every DCN op overlaps every open transfer.
             for s in states.values_mut() {
-                s.overlapping_ns += dur_ns;
+                s.overlapping_ns = s.overlapping_ns.saturating_add(dur_ns);
             }
         }
     }

@@ -1094,3 +1094,58 @@ fn barrier_and_debug_print_rules_read_event_time_fractions() {
         .unwrap();
     assert!((avg - 20.0).abs() < 1e-4);
 }
+
+#[test]
+fn extreme_values_do_not_panic() {
+    // Every counter at u64::MAX, kernels lasting i64::MAX ps, DCN ops at the end of time.
+    let counters: Vec<u64> = V7X_TC_DIE0
+        .iter()
+        .map(|x| x.1)
+        .chain(V7X_HBM_RD_DIE0.iter().copied())
+        .chain(V7X_PWRMGR.iter().map(|x| x.2))
+        .collect();
+    let b = XSpaceBuilder::new().plane("/device:TPU:0", |p| {
+        let mut p = p
+            .stat("device_id", 0i64)
+            .stat("device_type_string", "TPU v7x");
+        for (i, id) in counters.iter().enumerate() {
+            p = p.metadata_stat_value(&format!("c{i}"), "performance_counter_id", *id);
+        }
+        p.line("s", |mut l| {
+            for i in 0..counters.len() {
+                l = l
+                    .event(&format!("c{i}"), 0, 1)
+                    .stat("counter_value", u64::MAX);
+            }
+            l
+        })
+    });
+    let t = xprof_views::counters::utilization_viewer(&raw(b));
+    assert!(!t.records.is_empty());
+    let gpu = XSpaceBuilder::new().plane("/device:GPU:0", |p| {
+        p.line("s", |l| {
+            l.event("k", 0, i64::MAX)
+                .stat(
+                    "kernel_details",
+                    "regs:4294967295 grid:4294967295,1,1 block:1,1,1",
+                )
+                .event("k", i64::MAX / 2, i64::MAX)
+                .stat(
+                    "kernel_details",
+                    "regs:4294967295 grid:4294967295,1,1 block:1,1,1",
+                )
+        })
+    });
+    let ks = xprof_views::kernel::kernel_stats(&raw(gpu));
+    assert_eq!(ks.reports[0].occurrences, 2);
+    let late = dcn_capture(true).build();
+    let mut late = late;
+    for p in &mut late.planes {
+        for l in &mut p.lines {
+            l.timestamp_ns = i64::MAX - 1;
+        }
+    }
+    use prost::Message as _;
+    let space = XSpace::from_bytes(late.encode_to_vec()).unwrap();
+    let _ = xprof_views::megascale::megascale_stats(&space);
+}
