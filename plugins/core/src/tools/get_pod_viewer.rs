@@ -190,6 +190,73 @@ mod views_tool_tests {
             .to_string()
     }
 
+    /// Every run directory under the repository's fixtures and the shared corpus.
+    fn run_dirs() -> Vec<std::path::PathBuf> {
+        let mut stack = vec![testing::workspace_root(env!("CARGO_MANIFEST_DIR")).join("fixtures")];
+        stack.extend(testing::corpus(env!("CARGO_MANIFEST_DIR")).map(|c| c.join("fixtures")));
+        let mut out = Vec::new();
+        while let Some(d) = stack.pop() {
+            let Ok(rd) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            let mut has_capture = false;
+            for e in rd.flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.to_string_lossy().ends_with(".xplane.pb") {
+                    has_capture = true;
+                }
+            }
+            if has_capture {
+                out.push(d);
+            }
+        }
+        out.sort();
+        out
+    }
+
+    fn listing(d: &std::path::Path) -> Vec<(std::ffi::OsString, u64)> {
+        let mut v: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .flatten()
+            .map(|e| (e.file_name(), e.metadata().map(|m| m.len()).unwrap_or(0)))
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn every_view_answers_on_every_fixture_and_writes_nothing() {
+        let dirs = run_dirs();
+        assert!(dirs.len() >= 2, "fixtures missing: {dirs:?}");
+        let before: Vec<_> = dirs.iter().map(|d| listing(d)).collect();
+        for dir in &dirs {
+            for tool in TOOLS {
+                let r = call(tool, json!({"path": dir.display().to_string()}))
+                    .unwrap_or_else(|e| panic!("{tool} on {}: {e}", dir.display()));
+                let obj = r.as_object().unwrap();
+                assert_eq!(
+                    obj.keys().next().map(String::as_str),
+                    Some("capture"),
+                    "{tool}"
+                );
+                assert!(
+                    !r["capture"]["files_used"].as_array().unwrap().is_empty(),
+                    "{tool}"
+                );
+                if r["status"] == json!("no_data") {
+                    assert!(
+                        r["reason"].as_str().is_some_and(|s| !s.is_empty()),
+                        "{tool}"
+                    );
+                }
+            }
+        }
+        let after: Vec<_> = dirs.iter().map(|d| listing(d)).collect();
+        assert_eq!(before, after, "a tool wrote into a run directory");
+    }
+
     #[test]
     fn bad_inputs_give_the_convention_error_classes() {
         let (_e, empty) = run_with(b"");
