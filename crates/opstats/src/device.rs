@@ -629,6 +629,24 @@ pub fn gpu_db(plane: &Plane, modules: &HashMap<u64, HloModuleInfo>) -> (OpMetric
                 .map(|s| s.rsplit(',').next().unwrap_or(s).trim().to_string());
             let pid = e.stats.u64(StatKey::ProgramId);
             let (Some(op_name), Some(pid)) = (hlo_op, pid) else {
+                // A framework (TF) op run as a kernel outside XLA: `<tf op name>/<kernel>`,
+                // typed by the framework op, one occurrence per kernel (XProf does the same).
+                if let Some(full) = e.stats.str(StatKey::TfOp).filter(|t| !t.is_empty()) {
+                    flush(&mut cur, &mut b);
+                    let t = crate::tfop::parse_tf_op(full);
+                    let name = format!("{}/{}", t.name, plane.meta(e).name);
+                    let dur = e.duration_ps.max(0) as u64;
+                    b.enter(0, &name, dur, dur, || OpMetrics {
+                        category: if t.kind.is_empty() {
+                            "Unknown".into()
+                        } else {
+                            t.kind.to_string()
+                        },
+                        provenance: full.to_string(),
+                        is_eager: e.stats.i64(StatKey::IsEager).unwrap_or(0) != 0,
+                        ..Default::default()
+                    });
+                }
                 continue;
             };
             let Some(instr) = modules.get(&pid).and_then(|m| m.instructions.get(&op_name)) else {

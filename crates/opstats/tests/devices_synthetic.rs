@@ -43,7 +43,10 @@ fn gpu_kernels_of_one_hlo_op_in_one_step_are_one_occurrence() {
                         let l = k(l, "fusion.1", 0, 100, 50);
                         let l = k(l, "dot.2", 0, 200, 100);
                         let l = k(l, "fusion.1", 1, 400, 50);
-                        k(l, "gone.9", 1, 500, 20)
+                        let l = k(l, "gone.9", 1, 500, 20);
+                        // A TensorFlow op's kernel outside XLA.
+                        l.event("volta_sgemm", 510, 10)
+                            .stat("tf_op", "model/dense/MatMul:MatMul")
                     })
             }),
     );
@@ -62,10 +65,19 @@ fn gpu_kernels_of_one_hlo_op_in_one_step_are_one_occurrence() {
     let d = db.metrics.iter().find(|m| m.name == "dot.2").unwrap();
     assert_eq!((d.occurrences, d.time_ps), (1, 100));
     assert!(db.metrics.iter().all(|m| m.name != "gone.9"));
+    let tf = db
+        .metrics
+        .iter()
+        .find(|m| m.name == "model/dense/MatMul/volta_sgemm")
+        .unwrap();
+    assert_eq!(
+        (tf.occurrences, tf.time_ps, tf.category.as_str()),
+        (1, 10, "MatMul")
+    );
     assert_eq!(s.gpu_kernels_without_hlo, 1);
-    // Window: first kernel begin 0 → last end 520; op time 300; idle 220.
-    assert_eq!((db.total_time_ps, db.total_op_time_ps), (520, 300));
-    assert_eq!(db.metrics.last().unwrap().self_time_ps, 220);
+    // Window: first kernel begin 0 → last end 520; op time 300 + 10; idle 210.
+    assert_eq!((db.total_time_ps, db.total_op_time_ps), (520, 310));
+    assert_eq!(db.metrics.last().unwrap().self_time_ps, 210);
     let rows = views::hlo_stats_of(&s, db);
     assert_eq!(rows[0]["hlo_op_name"], "fusion.1");
     // 2000 FLOPs over 200 ps = 0.2 ns → 10000 GFLOP/s.
