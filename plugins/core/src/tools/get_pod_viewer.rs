@@ -43,13 +43,16 @@ pub(super) fn load_run<'a>(
     Ok((run, hosts))
 }
 
+/// Hosts opened with the zero-copy reader: (host name, capture).
+pub(super) type RawHosts = Vec<(String, xprof_views::load::XSpace)>;
+
 /// The selected hosts opened with the zero-copy reader (only the planes `planes` accepts),
 /// without the engine's model.
 pub(super) fn load_raw<'a>(
     call: &mut Call,
     s: &'a Session,
     planes: fn(&str) -> bool,
-) -> Result<(Vec<(String, xprof_views::load::XSpace)>, Vec<&'a HostFile>), ToolError> {
+) -> Result<(RawHosts, Vec<&'a HostFile>), ToolError> {
     let hosts = selected_hosts(call, s)?;
     for h in &hosts {
         call.read_file(&h.path);
