@@ -6,20 +6,24 @@
 //!
 //! # Public API
 //!
-//! * [`load`] — one host's capture decoded once: the raw `XSpace` plus the engine's model and
-//!   `OpStats` ([`load::HostData`]); several hosts are combined with
-//!   [`xprof_opstats::combine`].
+//! * [`load`] — the selected hosts in the engine's model ([`load::LoadedRun`], combined into
+//!   one `OpStats` with [`xprof_opstats::combine`], plus each TPU plane's `core_details`), or
+//!   opened with the zero-copy reader indexing only the planes a raw view reads
+//!   ([`load::load_raw`]); errors are [`load::ViewLoadError`] with a kind and a hint.
 //! * [`framework`] — framework_op_stats (XProf `op_stats_to_tf_stats.cc`).
 //! * [`pod`] — pod_viewer (`op_stats_to_pod_stats.cc`, `op_stats_to_pod_viewer.cc`).
 //! * [`input_pipeline`] — input_pipeline_analyzer (`op_stats_to_input_pipeline_analysis.cc`).
 //! * [`kernel`] — kernel_stats from GPU `kernel_details` (`xplane_to_kernel_stats_db.cc`,
 //!   `kernel_stats_utils.cc`).
 //! * [`counters`] — perf_counters (`xplane_to_perf_counters.cc`) and utilization_viewer
-//!   (`xplane_to_utilization_viewer.cc`).
+//!   (`xplane_to_utilization_viewer.cc`, `tpu_generic_utilization_utils.cc`; counter ids in
+//!   [`counter_ids`]).
 //! * [`megascale`] — megascale_stats: DCN collectives per rendezvous
 //!   (`xspace_to_dcn_slack_analysis.cc`).
-//! * [`suggestions`] — smart_suggestion rules (`smart_suggestion/*.h`) plus ours, and the
+//! * [`suggestions`] — smart_suggestion rules (`smart_suggestion/*.h`, with the
+//!   event-time-fraction analysis of `barrier-cores`/`debug_print`) plus ours, and the
 //!   host-boundness verdict of XProf's own CLI (`check_host_boundness`).
+//! * [`table`] — the DataTable-as-records type and XProf's sample statistics.
 //!
 //! Every view returns JSON in XProf's vocabulary: tables as
 //! `{"columns": [ids], "properties": {...}, "records": [{column id: value}]}` so that agents
