@@ -219,7 +219,10 @@ struct MetaData {
     name: Span,
     display_name: Span,
     metadata: Span,
+    /// The map entry's value message; a value field repeated within one entry merges (its
+    /// repeated fields append), so later occurrences are kept in `more` (normally empty).
     msg: Span,
+    more: Vec<Span>,
 }
 
 struct StatMetaData {
@@ -538,6 +541,7 @@ fn parse_event_metadata(buf: &[u8], (s, e): Span) -> WireResult<MetaData> {
         display_name: EMPTY,
         metadata: EMPTY,
         msg: EMPTY,
+        more: Vec::new(),
     };
     for f in Fields::new(buf, s, e) {
         let f = f?;
@@ -545,7 +549,11 @@ fn parse_event_metadata(buf: &[u8], (s, e): Span) -> WireResult<MetaData> {
             1 => m.key = i(f.varint("key")?),
             2 => {
                 let (vs, ve) = f.len("value")?;
-                m.msg = (vs, ve);
+                if m.msg == EMPTY {
+                    m.msg = (vs, ve);
+                } else {
+                    m.more.push((vs, ve));
+                }
                 for g in Fields::new(buf, vs, ve) {
                     let g = g?;
                     match g.number {
@@ -1376,7 +1384,13 @@ impl<'a> EventMetadata<'a> {
     }
     /// The metadata's stats, in file order.
     pub fn stats(&self) -> impl Iterator<Item = Stat<'a>> + use<'a> {
-        stats_in(self.plane, self.d.msg, 5)
+        let plane = self.plane;
+        stats_in(plane, self.d.msg, 5).chain(
+            self.d
+                .more
+                .iter()
+                .flat_map(move |sp| stats_in(plane, *sp, 5)),
+        )
     }
     /// The metadata stat named `name` (the first one if repeated, as XProf's `GetStat`).
     pub fn stat(&self, name: &str) -> Option<Stat<'a>> {
@@ -1387,7 +1401,8 @@ impl<'a> EventMetadata<'a> {
     pub fn child_ids(&self) -> Vec<i64> {
         let buf: &[u8] = &self.plane.space.buf;
         let mut v = Vec::new();
-        for f in Fields::new(buf, self.d.msg.0, self.d.msg.1).flatten() {
+        let spans = std::iter::once(&self.d.msg).chain(&self.d.more);
+        for f in spans.flat_map(|sp| Fields::new(buf, sp.0, sp.1).flatten()) {
             if f.number == 6 {
                 let _ = wire::for_each_packed_varint(buf, &f, "child_id", |x| v.push(i(x)));
             }

@@ -338,3 +338,48 @@ fn compressed_strings_decompress() {
     assert!(stats[2].decompress_str().is_none());
     assert_eq!(stats[0].str(), None);
 }
+
+#[test]
+fn a_map_value_repeated_inside_one_entry_merges_like_prost() {
+    use prost::Message;
+    use xprof_proto::xplane as pb;
+    // event_metadata entry {key 1, value {id 1, name "a", stats [s1], child_id [5]},
+    //                       value {stats [s2], child_id [6]}} — the two values merge.
+    let v1 = pb::XEventMetadata {
+        id: 1,
+        name: "a".into(),
+        stats: vec![pb::XStat {
+            metadata_id: 1,
+            value: Some(pb::x_stat::Value::Int64Value(1)),
+        }],
+        child_id: vec![5],
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let v2 = pb::XEventMetadata {
+        stats: vec![pb::XStat {
+            metadata_id: 1,
+            value: Some(pb::x_stat::Value::Int64Value(2)),
+        }],
+        child_id: vec![6],
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let mut entry = vec![0x08, 0x01];
+    for v in [&v1, &v2] {
+        entry.push(0x12);
+        entry.push(v.len() as u8);
+        entry.extend_from_slice(v);
+    }
+    let mut plane = vec![0x12, 0x01, b'p', 0x22, entry.len() as u8];
+    plane.extend(entry);
+    let mut bytes = vec![0x0a, plane.len() as u8];
+    bytes.extend(plane);
+    let theirs = pb::XSpace::decode(bytes.as_slice()).unwrap();
+    assert_eq!(theirs.planes[0].event_metadata[&1].stats.len(), 2);
+    let ours = XSpace::from_bytes(bytes).unwrap();
+    common::assert_agree(&ours, &theirs).unwrap();
+    let md = ours.planes().next().unwrap().event_metadata(1).unwrap();
+    assert_eq!(md.name(), "a");
+    assert_eq!(md.child_ids(), [5, 6]);
+}
