@@ -238,19 +238,55 @@ pub fn host_space(host: &str, space: &XSpace, extra_modules: Vec<HloModuleInfo>)
     }
 }
 
+/// Metadata ids → values: a dense table for the usual small ids, a hash map for sparse ones
+/// (some captures key metadata by 64-bit fingerprints).
+enum IdMap<T: Copy> {
+    Dense(Vec<Option<T>>),
+    Sparse(HashMap<i64, T>),
+}
+
+impl<T: Copy> IdMap<T> {
+    fn new(entries: Vec<(i64, T)>) -> Self {
+        const DENSE_LIMIT: i64 = 1 << 20;
+        let max = entries.iter().map(|e| e.0).max().unwrap_or(0);
+        if entries.iter().all(|e| e.0 >= 0)
+            && max < DENSE_LIMIT
+            && (max as usize) < entries.len() * 8 + 64
+        {
+            let mut v = vec![None; max as usize + 1];
+            for (k, t) in entries {
+                v[k as usize] = Some(t);
+            }
+            IdMap::Dense(v)
+        } else {
+            IdMap::Sparse(entries.into_iter().collect())
+        }
+    }
+    fn get(&self, id: i64) -> Option<T> {
+        match self {
+            IdMap::Dense(v) => usize::try_from(id)
+                .ok()
+                .and_then(|i| v.get(i).copied().flatten()),
+            IdMap::Sparse(m) => m.get(&id).copied(),
+        }
+    }
+}
+
 /// Per-plane resolution for the lazy reader: stat ids → keys, ref strings shared.
 struct ReaderResolver<'a> {
-    keys: HashMap<i64, StatKey>,
+    keys: IdMap<StatKey>,
     refs: HashMap<u64, Arc<str>>,
     plane: xprof_xspace::Plane<'a>,
 }
 
 impl<'a> ReaderResolver<'a> {
     fn new(plane: xprof_xspace::Plane<'a>) -> Self {
-        let keys = plane
-            .stat_metadata_iter()
-            .filter_map(|m| StatKey::from_name(m.name()).map(|k| (m.id(), k)))
-            .collect();
+        let keys = IdMap::new(
+            plane
+                .stat_metadata_iter()
+                .filter_map(|m| StatKey::from_name(m.name()).map(|k| (m.id(), k)))
+                .collect(),
+        );
         ReaderResolver {
             keys,
             refs: HashMap::new(),
@@ -262,7 +298,7 @@ impl<'a> ReaderResolver<'a> {
         use xprof_xspace::StatValue as V;
         let mut out = Stats::default();
         for s in stats {
-            let Some(&key) = self.keys.get(&s.metadata_id) else {
+            let Some(key) = self.keys.get(s.metadata_id) else {
                 continue;
             };
             let value = match s.value {
@@ -309,10 +345,10 @@ fn engine_reads_line(plane: &str, line: &str) -> bool {
 /// Convert one plane read by the lazy reader.
 pub fn plane_from_reader(p: xprof_xspace::Plane<'_>) -> Plane {
     let mut r = ReaderResolver::new(p);
-    let mut index: HashMap<i64, u32> = HashMap::new();
+    let mut keys: Vec<(i64, u32)> = Vec::new();
     let mut metadata = Vec::new();
     for m in p.event_metadata_iter() {
-        index.insert(m.key(), metadata.len() as u32);
+        keys.push((m.key(), metadata.len() as u32));
         metadata.push(EventMetadata {
             id: m.id(),
             name: m.name().to_string(),
@@ -321,13 +357,10 @@ pub fn plane_from_reader(p: xprof_xspace::Plane<'_>) -> Plane {
             children: Vec::new(),
         });
     }
+    let index = IdMap::new(keys);
     for m in p.event_metadata_iter() {
-        let children: Vec<u32> = m
-            .child_ids()
-            .iter()
-            .filter_map(|c| index.get(c).copied())
-            .collect();
-        if let Some(&i) = index.get(&m.key()) {
+        let children: Vec<u32> = m.child_ids().iter().filter_map(|c| index.get(*c)).collect();
+        if let Some(i) = index.get(m.key()) {
             metadata[i as usize].children = children;
         }
     }
@@ -344,7 +377,7 @@ pub fn plane_from_reader(p: xprof_xspace::Plane<'_>) -> Plane {
             events: l
                 .events()
                 .map(|e| Event {
-                    metadata: index.get(&e.metadata_id()).copied().unwrap_or(unknown),
+                    metadata: index.get(e.metadata_id()).unwrap_or(unknown),
                     start_ps: e.start_ps(),
                     duration_ps: e.duration_ps(),
                     num_occurrences: e.num_occurrences(),
@@ -398,5 +431,26 @@ pub fn host_space_from_reader(
         errors: space.errors().into_iter().map(str::to_string).collect(),
         warnings: space.warnings().into_iter().map(str::to_string).collect(),
         modules,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IdMap;
+
+    #[test]
+    fn id_maps_are_dense_for_small_ids_and_sparse_otherwise() {
+        let d = IdMap::new(vec![(1, 'a'), (3, 'b')]);
+        assert!(matches!(d, IdMap::Dense(_)));
+        assert_eq!(
+            (d.get(1), d.get(2), d.get(3), d.get(-1), d.get(99)),
+            (Some('a'), None, Some('b'), None, None)
+        );
+        let s = IdMap::new(vec![(1 << 40, 'x'), (-5, 'y')]);
+        assert!(matches!(s, IdMap::Sparse(_)));
+        assert_eq!(
+            (s.get(1 << 40), s.get(-5), s.get(0)),
+            (Some('x'), Some('y'), None)
+        );
     }
 }
