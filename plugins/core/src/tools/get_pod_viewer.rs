@@ -414,6 +414,76 @@ mod views_tool_tests {
     }
 
     #[test]
+    fn tpu_steps_through_the_tools() {
+        // Two 100 µs steps on one TensorCore: 60 µs of convolution, 25 µs of infeed.
+        let b = XSpaceBuilder::new()
+            .hostname("tpu-host")
+            .plane("/device:TPU:0", |p| {
+                p.stat("peak_teraflops_per_second", 100.0)
+                    .stat("peak_hbm_bw_gigabytes_per_second", 1000.0)
+                    .line("Steps", |l| {
+                        l.event("0", 0, 100_000_000)
+                            .stat("group_id", 0i64)
+                            .event("1", 100_000_000, 100_000_000)
+                            .stat("group_id", 1i64)
+                    })
+                    .line("XLA Modules", |l| {
+                        l.event("jit_step(1)", 0, 100_000_000).event(
+                            "jit_step(1)",
+                            100_000_000,
+                            100_000_000,
+                        )
+                    })
+                    .line("XLA Ops", |mut l| {
+                        for step in 0..2i64 {
+                            let t = step * 100_000_000;
+                            l = l
+                                .event("conv.1", t + 1_000_000, 60_000_000)
+                                .metadata_stat("hlo_category", "convolution")
+                                .metadata_stat("symbol_id", 1u64)
+                                .metadata_stat("program_id", 1u64)
+                                .event("infeed.2", t + 70_000_000, 25_000_000)
+                                .metadata_stat("hlo_category", "infeed")
+                                .metadata_stat("symbol_id", 2u64)
+                                .metadata_stat("program_id", 1u64);
+                        }
+                        l
+                    })
+            });
+        let (_t, run) = run_with(&b.to_bytes());
+        let r = call("get_pod_viewer", json!({"path": run})).unwrap();
+        assert!(r.get("status").is_none(), "{r}");
+        let core = &r["pod_viewer"]["podStatsSequence"]["podStatsMap"][0]["podStatsPerCore"]["0"];
+        assert_eq!(core["totalDurationUs"], json!(100.0));
+        assert!(core["stepBreakdownUs"].is_null());
+        assert_eq!(core["stepBreakdownUs_measured"]["6"], json!(25.0));
+        let r = call("get_input_pipeline", json!({"path": run})).unwrap();
+        assert_eq!(r["hardware_type"], json!("TPU"));
+        assert_eq!(r["bottleneck"]["steps"], json!(2));
+        assert_eq!(r["bottleneck"]["input_percent"], json!(25.0));
+        assert_eq!(r["bottleneck"]["input_classification"], json!("host"));
+        let rows = &r["tables"]["step_time"]["records"];
+        assert_eq!(rows[0]["tcInfeedTimeMs"], json!(0.025));
+        assert_eq!(
+            r["tables"]["max_infeed_core"]["records"][1]["0"],
+            json!("unknown")
+        );
+        let r = call("check_host_boundness", json!({"path": run})).unwrap();
+        assert_eq!(r["metrics"]["number_of_steps"], json!(2));
+        assert!(r["reasons"].as_array().is_some_and(|a| !a.is_empty()));
+        let r = call("get_smart_suggestions", json!({"path": run})).unwrap();
+        assert!(r["signals"]["input_percent_of_step_time"].as_f64() == Some(25.0));
+        // 25 % of the step waits for infeed and the host pipeline is not broken down.
+        let rules: Vec<&str> = r["suggestions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["ruleName"].as_str().unwrap())
+            .collect();
+        assert!(rules.contains(&"InputBoundRule"), "{rules:?}");
+    }
+
+    #[test]
     fn gpu_kernels_through_the_tool() {
         let b = XSpaceBuilder::new().plane("/device:GPU:0", |p| {
             p.line_with_id(1, "stream 1", |l| {
