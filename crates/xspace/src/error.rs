@@ -24,7 +24,29 @@ pub enum XSpaceError {
         context: String,
         /// What was wrong (truncation, wire type, varint, UTF-8 …).
         detail: String,
+        /// What the file looks like instead, when its first bytes say so (gzip, JSON, text).
+        looks_like: Option<&'static str>,
     },
+}
+
+/// Recognize common wrong inputs by their first bytes, for the hint.
+pub(crate) fn sniff(bytes: &[u8]) -> Option<&'static str> {
+    let head = &bytes[..bytes.len().min(64)];
+    if head.starts_with(&[0x1f, 0x8b]) {
+        return Some("gzip data (e.g. a .trace.json.gz or a compressed capture: gunzip it first)");
+    }
+    let first = head.iter().copied().find(|b| !b.is_ascii_whitespace());
+    if matches!(first, Some(b'{') | Some(b'[')) {
+        return Some("JSON (e.g. a trace viewer export), not a binary XSpace");
+    }
+    if !head.is_empty()
+        && head
+            .iter()
+            .all(|b| b.is_ascii_graphic() || b.is_ascii_whitespace())
+    {
+        return Some("text (protobuf text format or a log?), not a binary XSpace");
+    }
+    None
 }
 
 impl XSpaceError {
@@ -43,6 +65,10 @@ impl XSpaceError {
             XSpaceError::Io { .. } => {
                 "check that the .xplane.pb file exists and is readable".into()
             }
+            XSpaceError::Malformed {
+                looks_like: Some(what),
+                ..
+            } => format!("the file looks like {what}; pass the <host>.xplane.pb of the run"),
             XSpaceError::Malformed { .. } => "the file is not a complete XSpace (.xplane.pb): it may be truncated (capture still being written, interrupted copy) or another kind of file; re-capture, or pass the right file".into(),
         }
     }

@@ -770,6 +770,7 @@ impl XSpace {
             offset: l.err.offset,
             context: l.context,
             detail: l.err.kind.to_string(),
+            looks_like: error::sniff(&buf),
         };
         let b: &[u8] = &buf;
         let mut plane_spans = Vec::new();
