@@ -2,7 +2,8 @@
 //! (`*.xplane.pb`, package `tensorflow.profiler`).
 //!
 //! [`XSpace::open`] maps the file (or reads it, for small files) and does **one validating pass**
-//! in parallel (planes, then the lines of each plane, on rayon): every field's wire type, every
+//! in parallel (planes, the lines of each plane, 1 MiB chunks of huge lines, on rayon): every
+//! field's wire type, every
 //! length, every varint and every UTF-8 string is checked, but nothing below a line is stored.
 //! Events are decoded again each time [`Line::events`] is iterated and stats only when asked
 //! for — which is why, after `open` succeeded, no accessor can fail.
@@ -26,6 +27,14 @@
 //! [`Event::stat`] looks only at the event's own stats, [`Event::metadata_stat`] only at its
 //! metadata's, [`Event::stat_or_metadata`] tries both in that order — XProf's converters pick
 //! one explicitly per stat, and so should callers.
+//!
+//! Also here: [`ReadOptions::only_planes`] (index only the planes a view needs),
+//! [`Line::events_chunked`] (iterate one huge line on several threads),
+//! [`Plane::event_metadata_position`] (dense per-plane tables instead of hashing 64-bit ids),
+//! [`self_times`] (XProf's AncestorStack: nesting → self time), [`hlo::embedded_hlo_modules`]
+//! (the HLO modules in `/host:metadata`; `xprof-capture`'s `Session::hlo_modules` adds the
+//! `.hlo_proto.pb` files of a run), [`names`] (XProf's plane/line/stat names) and [`wire`] (the
+//! decoder itself). `BENCHMARKS.md` beside this crate has the figures.
 //!
 //! ```no_run
 //! use std::collections::HashMap;
