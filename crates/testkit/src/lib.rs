@@ -46,6 +46,38 @@
 //!     .to_bytes();
 //! assert!(!bytes.is_empty());
 //! ```
+//!
+//! GPU and metadata shapes:
+//!
+//! ```
+//! use xprof_testkit::{XSpaceBuilder, simple_hlo_proto};
+//!
+//! let hlo = simple_hlo_proto("jit_step", &[("p0", "parameter"), ("fusion.3", "fusion")]);
+//! let space = XSpaceBuilder::new()
+//!     .plane("/device:GPU:0", |p| {
+//!         p.stat("clock_rate", 1_410_000u64) // kHz
+//!             .stat("core_count", 108u64)
+//!             .stat("memory_bandwidth", 1_555_000_000_000u64)
+//!             .stat("device_vendor", "Nvidia")
+//!             .line_with_id(7, "Stream #7(Compute)", |l| {
+//!                 l.event("fusion_3_kernel", 1_000, 25_000)
+//!                     .stat("hlo_op", "fusion.3")
+//!                     .stat("hlo_module", "jit_step")
+//!                     .stat("program_id", 42u64)
+//!                     .stat("correlation_id", 9u64)
+//!                     .stat("kernel_details", "regs:32 static_shared:0 grid:80,1,1 block:128,1,1")
+//!             })
+//!     })
+//!     // HLO embedded the way JAX captures carry it (key = program fingerprint).
+//!     .plane("/host:metadata", |p| p.hlo_module(42, 42, &hlo))
+//!     .plane("Task Environment", |p| {
+//!         p.stat("profile_start_time", 1_700_000_000_000_000_000u64)
+//!             .stat("profile_stop_time", 1_700_000_001_000_000_000u64)
+//!     })
+//!     .build();
+//! assert_eq!(space.planes.len(), 3);
+//! assert_eq!(space.planes[1].event_metadata[&42].name, "jit_step(42)");
+//! ```
 
 #![warn(missing_docs)]
 
