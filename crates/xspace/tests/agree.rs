@@ -85,6 +85,10 @@ fn seed_capture_reads_like_xplane_summary() {
     assert_eq!(dstart, ev.stat("device_offset_ps").unwrap().int().unwrap());
     assert_eq!(ddur, ev.stat("device_duration_ps").unwrap().int().unwrap());
     assert_ne!(ev.device_timespan(), ev.timespan());
+    // The spec's fixture figures (TOOLS-core §1.4): device clock vs line clock.
+    assert_eq!(ev.device_timespan(), (81311052500, 75566250));
+    assert_eq!(ev.timespan(), (81311052656, 75566172));
+    assert_eq!(ev.line().timestamp_ns(), 0);
     // Metadata stats are separate from the event's own.
     assert!(ev.stat("hlo_category").is_none());
     assert!(ev.metadata_stat("hlo_category").is_some());
