@@ -342,3 +342,30 @@ fn random_corruptions_of_a_real_capture_agree_with_prost() {
     }
     assert!(oks > 0 && errs > 0, "{oks} ok, {errs} errors");
 }
+
+#[test]
+fn random_noise_never_panics_and_agrees_with_prost() {
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for _ in 0..3000 {
+        let len = (next() % 96) as usize;
+        let bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+        let theirs = pb::XSpace::decode(bytes.as_slice());
+        let ours = XSpace::from_bytes_named(bytes.clone(), "noise", &strict());
+        assert_eq!(
+            ours.is_ok(),
+            theirs.is_ok(),
+            "{bytes:?}: {ours:?} vs {theirs:?}"
+        );
+        if let (Ok(o), Ok(t)) = (&ours, &theirs) {
+            common::assert_agree(o, t).unwrap();
+        }
+        let _ = XSpace::from_bytes(bytes.clone());
+        let _ = xprof_xspace::wire::scan_floor(&bytes);
+    }
+}
