@@ -292,8 +292,7 @@ fn validate_stat(buf: &[u8], s: usize, e: usize) -> WireResult<()> {
         // Fast path: the one-byte tags of XStat's fields with their schema wire types.
         match buf[p] {
             0x08 | 0x18 | 0x20 | 0x38 => {
-                p += 1;
-                wire::read_varint(buf, &mut p, e)?;
+                p = wire::skip_varint(buf, p + 1, e)?;
                 continue;
             }
             0x11 if e - p > 8 => {
@@ -344,8 +343,7 @@ fn validate_event(buf: &[u8], s: usize, e: usize) -> WireResult<i64> {
                 continue;
             }
             0x10 | 0x18 | 0x28 => {
-                p += 1;
-                wire::read_varint(buf, &mut p, e)?;
+                p = wire::skip_varint(buf, p + 1, e)?;
                 continue;
             }
             0x22 => {

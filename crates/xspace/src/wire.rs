@@ -161,6 +161,27 @@ pub fn read_varint(buf: &[u8], pos: &mut usize, end: usize) -> WireResult<u64> {
     read_varint_slow(buf, pos, end)
 }
 
+/// Skip the varint at `pos` (not past `end`), returning the position after it: the same checks
+/// as [`read_varint`] without assembling the value. Eight bytes are tested at once: the first
+/// byte without its high bit ends the varint.
+#[inline(always)]
+pub fn skip_varint(buf: &[u8], pos: usize, end: usize) -> WireResult<usize> {
+    if let Some(w) = buf.get(pos..pos + 8) {
+        let w = u64::from_le_bytes(w.try_into().unwrap());
+        let stops = !w & 0x8080_8080_8080_8080;
+        if stops != 0 {
+            let next = pos + (stops.trailing_zeros() / 8) as usize + 1;
+            if next > end {
+                return err(pos, WireErrorKind::Truncated);
+            }
+            return Ok(next);
+        }
+    }
+    let mut p = pos;
+    read_varint(buf, &mut p, end)?;
+    Ok(p)
+}
+
 #[cold]
 fn read_varint_slow(buf: &[u8], pos: &mut usize, end: usize) -> WireResult<u64> {
     let start = *pos;
@@ -587,6 +608,26 @@ mod tests {
             read_varint(&[0x80, 0x80], &mut p, 2).unwrap_err().kind,
             WireErrorKind::Truncated
         );
+    }
+
+    #[test]
+    fn skip_varint_matches_read_varint() {
+        let cases: &[&[u8]] = &[
+            &[0x05, 0, 0, 0, 0, 0, 0, 0, 0],
+            &[0x96, 0x01, 0, 0, 0, 0, 0, 0, 0],
+            &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01],
+            &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02],
+            &[0x80, 0x80, 0x80],
+            &[0x80; 12],
+            &[0x96, 0x01],
+        ];
+        for c in cases {
+            for end in 0..=c.len() {
+                let mut p = 0;
+                let want = read_varint(c, &mut p, end).map(|_| p);
+                assert_eq!(skip_varint(c, 0, end), want, "{c:?} end {end}");
+            }
+        }
     }
 
     #[test]
