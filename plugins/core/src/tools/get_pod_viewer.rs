@@ -484,6 +484,82 @@ mod views_tool_tests {
     }
 
     #[test]
+    fn a_dcn_transfer_through_get_megascale_stats() {
+        use xprof_testkit::xprof_proto::xla;
+        let shape = xla::ShapeProto {
+            element_type: xla::PrimitiveType::Tuple as i32,
+            tuple_shapes: vec![xla::ShapeProto {
+                element_type: xla::PrimitiveType::Bf16 as i32,
+                dimensions: vec![512],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let instr = |name: &str, opcode: &str, rendezvous: bool| xla::HloInstructionProto {
+            name: name.into(),
+            opcode: opcode.into(),
+            channel_id: 3,
+            shape: Some(shape.clone()),
+            frontend_attributes: rendezvous.then(|| xla::FrontendAttributes {
+                map: [
+                    (
+                        "_xla_host_transfer_rendezvous".to_string(),
+                        "dcn_ar".to_string(),
+                    ),
+                    (
+                        "_xla_megascale_transfer_type".to_string(),
+                        "ONE_TO_ONE".to_string(),
+                    ),
+                ]
+                .into_iter()
+                .collect(),
+            }),
+            ..Default::default()
+        };
+        let hlo = xla::HloProto {
+            hlo_module: Some(xla::HloModuleProto {
+                name: "jit_g".into(),
+                computations: vec![xla::HloComputationProto {
+                    instructions: vec![
+                        instr("send.7", "send", true),
+                        instr("recv-done.8", "recv-done", false),
+                    ],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        // One-to-one transfer of a 1024-byte buffer: send at 1 µs (1 µs long), recv-done at
+        // 11 µs (2 µs long); slack 11 − 1 − 1 = 9 µs. A one-to-one group has size 1.
+        let one_to_one = vec![0x1a, 0x00];
+        let b = XSpaceBuilder::new()
+            .plane("/host:metadata", |p| p.hlo_module(9, 9, &hlo))
+            .plane("/host:CPU", |p| {
+                p.line_with_id(1, "ms", |l| l.event("MegaScale: Send", 0, 10))
+            })
+            .plane("/device:TPU:0", |p| {
+                p.line("XLA Modules", |l| l.event("jit_g(9)", 0, 50_000_000))
+                    .line("XLA Ops", |l| {
+                        l.event("send.7", 1_000_000, 1_000_000)
+                            .metadata_stat("hlo_category", "host send")
+                            .metadata_stat("dcn_collective_info", one_to_one)
+                            .event("recv-done.8", 11_000_000, 2_000_000)
+                            .metadata_stat("hlo_category", "host recv-done")
+                    })
+            });
+        let (_t, run) = run_with(&b.to_bytes());
+        let r = call("get_megascale_stats", json!({"path": run})).unwrap();
+        assert!(r.get("status").is_none(), "{r}");
+        let row = &r["table"]["records"][0];
+        assert_eq!(row["rendezvous_name"], json!("dcn_ar"));
+        assert_eq!(row["transfer_type"], json!("ONE_TO_ONE"));
+        assert_eq!(row["net_tx_bytes"], json!(1024));
+        assert_eq!(row["slack_time"], json!(0.009));
+        assert_eq!(row["occurrences"], json!(1));
+    }
+
+    #[test]
     fn gpu_kernels_through_the_tool() {
         let b = XSpaceBuilder::new().plane("/device:GPU:0", |p| {
             p.line_with_id(1, "stream 1", |l| {
