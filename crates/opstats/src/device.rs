@@ -299,6 +299,84 @@ pub fn tensor_core_db_with(
     builder.finish(total)
 }
 
+/// Per-step op databases of one TensorCore plane (XProf's per-step `hlo_metrics_db`): op
+/// events whose device span lies in a step window `(id, begin, end)`, nested, keyed and totalled
+/// as in [`tensor_core_db`], each db's window being its step. One pass over the events.
+pub fn tensor_core_step_dbs(
+    plane: &Plane,
+    windows: &[(i64, i64, i64)],
+) -> HashMap<i64, OpMetricsDb> {
+    let mut sorted: Vec<(i64, i64, i64)> = windows.to_vec();
+    sorted.sort_by_key(|w| (w.1, w.2));
+    let mut builders: HashMap<i64, KeyedDbBuilder> = HashMap::new();
+    for line in plane.lines.iter().filter(|l| is_op_line(&l.name)) {
+        let mut order: Vec<usize> = (0..line.events.len()).collect();
+        order.sort_by_key(|&i| device_span(&line.events[i]).0);
+        let mut per_window: HashMap<i64, Vec<Span>> = HashMap::new();
+        let mut w = 0;
+        for i in order {
+            let (b, d) = device_span(&line.events[i]);
+            let end = b.saturating_add(d);
+            while w < sorted.len() && sorted[w].2 < b {
+                w += 1;
+            }
+            // Windows may touch; the first one that holds the event wins.
+            if let Some(&(id, wb, we)) = sorted[w..].iter().take(2).find(|x| x.1 <= b && end <= x.2)
+                && wb <= b
+                && end <= we
+            {
+                per_window.entry(id).or_default().push(Span {
+                    begin: b,
+                    dur: d,
+                    index: i,
+                });
+            }
+        }
+        for (id, mut spans) in per_window {
+            let builder = builders.entry(id).or_default();
+            nest(&mut spans, |i, dur, children, _| {
+                let e = &line.events[i];
+                let md = plane.meta(e);
+                let (Some(program_id), Some(symbol_id)) = (
+                    md.stats.u64(StatKey::ProgramId),
+                    md.stats.u64(StatKey::SymbolId),
+                ) else {
+                    return;
+                };
+                if symbol_id == 0 {
+                    return;
+                }
+                let mut op = op_from_metadata(plane, e);
+                op.occurrences = (e.num_occurrences.max(1)) as u64;
+                op.time_ps = dur;
+                op.self_time_ps = match e.stats.u64(StatKey::SelfDurationPs) {
+                    Some(s) => s,
+                    None => dur.saturating_sub(children),
+                };
+                op.min_time_ps = e.duration_ps.max(0) as u64;
+                let factor = e.stats.f64(StatKey::TimeScaleMultiplier).unwrap_or(1.0);
+                op.normalized_time_ps = (dur as f64 * factor) as u64;
+                op.core_type = CoreType::TensorCore;
+                op.num_cores = 1;
+                op.event_flops = e.stats.u64(StatKey::Flops).unwrap_or(0);
+                op.event_model_flops = e.stats.u64(StatKey::ModelFlops).unwrap_or(0);
+                op.event_bytes_accessed = e.stats.u64(StatKey::BytesAccessed).unwrap_or(0);
+                builder.add((program_id, symbol_id), op);
+            });
+        }
+    }
+    sorted
+        .iter()
+        .map(|&(id, b, e)| {
+            let db = builders
+                .remove(&id)
+                .unwrap_or_default()
+                .finish(crate::nesting::span_len(b, e));
+            (id, db)
+        })
+        .collect()
+}
+
 /// Busy/idle of one core (XProf `DutyCycleTracker`), on the host clock.
 #[derive(Clone, Debug, Default)]
 pub struct DutyCycle {

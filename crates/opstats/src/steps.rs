@@ -18,9 +18,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::device::{STEPS, XLA_MODULES, XLA_OPS, device_span, is_op_line};
+use crate::device::{STEPS, XLA_MODULES, device_span};
 use crate::model::{Line, Plane, StatKey};
-use crate::nesting::{Span, nest};
 use crate::tfop::{TfOpCategory, parse_tf_op};
 
 /// Where the steps came from.
@@ -134,6 +133,9 @@ impl Step {
 #[derive(Clone, Debug, PartialEq)]
 pub struct StepDb {
     pub source: StepsSource,
+    /// TPU: the op database of the complete steps combined over cores (XProf's
+    /// `hlo_metrics_db_complete_steps_only`); `None` without TPU steps.
+    pub steps_op_db: Option<crate::metrics::OpMetricsDb>,
     /// All well-formed steps, by step number.
     pub steps: Vec<Step>,
     /// For non-TPU captures XProf drops the first and last step when there are more than 5
@@ -145,6 +147,7 @@ impl Default for StepDb {
     fn default() -> Self {
         StepDb {
             source: StepsSource::None,
+            steps_op_db: None,
             steps: Vec::new(),
             complete_steps: Vec::new(),
         }
@@ -620,41 +623,10 @@ fn tpu_core_step_spans(plane: &Plane, host: &HostContexts) -> Option<Vec<CoreSte
     Some(out)
 }
 
-/// Self time per category of the op events inside `[b, e]` on one core.
-fn category_breakdown(plane: &Plane, b: i64, e: i64) -> BTreeMap<String, u64> {
-    let mut out = BTreeMap::new();
-    for line in plane.lines.iter().filter(|l| is_op_line(&l.name)) {
-        let mut spans: Vec<Span> = line
-            .events
-            .iter()
-            .enumerate()
-            .filter_map(|(i, ev)| {
-                let (s, d) = device_span(ev);
-                (s >= b && s.saturating_add(d) <= e).then_some(Span {
-                    begin: s,
-                    dur: d,
-                    index: i,
-                })
-            })
-            .collect();
-        nest(&mut spans, |i, dur, children, _| {
-            let md = plane.meta(&line.events[i]);
-            if md.stats.u64(StatKey::SymbolId).is_none_or(|s| s == 0) && line.name == XLA_OPS {
-                return;
-            }
-            let cat = md
-                .stats
-                .str(StatKey::HloCategory)
-                .unwrap_or("unknown")
-                .to_string();
-            let v = out.entry(cat).or_insert(0u64);
-            *v = v.saturating_add(dur.saturating_sub(children));
-        });
-    }
-    out
-}
-
-fn tpu_steps(tpu: &[&Plane], host: Option<&Plane>) -> Option<(StepsSource, Vec<Step>)> {
+fn tpu_steps(
+    tpu: &[&Plane],
+    host: Option<&Plane>,
+) -> Option<(StepsSource, Vec<Step>, crate::metrics::OpMetricsDb)> {
     let contexts = host_contexts(host);
     let raw: Vec<(i64, Vec<CoreStepEvent>)> = tpu
         .iter()
@@ -694,6 +666,15 @@ fn tpu_steps(tpu: &[&Plane], host: Option<&Plane>) -> Option<(StepsSource, Vec<S
     // Multi-core TPU: keep only steps every core saw (XProf intersects).
     let mut ids: Vec<i64> = per_core[0].2.keys().copied().collect();
     ids.retain(|id| per_core.iter().all(|(_, _, m)| m.contains_key(id)));
+    // Per core, one pass: the op database of each kept step.
+    let mut core_dbs: HashMap<i64, HashMap<i64, crate::metrics::OpMetricsDb>> = HashMap::new();
+    for (core, _, m) in &per_core {
+        let windows: Vec<(i64, i64, i64)> = ids.iter().map(|id| (*id, m[id].0, m[id].1)).collect();
+        if let Some(plane) = tpu.iter().find(|p| p.id == *core) {
+            core_dbs.insert(*core, crate::device::tensor_core_step_dbs(plane, &windows));
+        }
+    }
+    let mut all = crate::metrics::DbCombiner::new();
     let mut steps = Vec::new();
     for id in ids {
         let mut step = Step {
@@ -703,10 +684,17 @@ fn tpu_steps(tpu: &[&Plane], host: Option<&Plane>) -> Option<(StepsSource, Vec<S
         };
         for (core, _, m) in &per_core {
             let (b, e, _) = m[&id];
-            let plane = tpu.iter().find(|p| p.id == *core).expect("core plane");
-            let mut cats = category_breakdown(plane, b, e);
-            let busy: u64 = cats.values().fold(0, |a, b| a.saturating_add(*b));
             let dur = crate::nesting::span_len(b, e);
+            // Self time per category inside the step; IDLE = the rest.
+            let mut cats: BTreeMap<String, u64> = BTreeMap::new();
+            if let Some(db) = core_dbs.get(core).and_then(|d| d.get(&id)) {
+                for op in db.metrics.iter().filter(|m| !m.is_idle()) {
+                    let v = cats.entry(op.category.clone()).or_insert(0);
+                    *v = v.saturating_add(op.self_time_ps);
+                }
+                all.combine(db, true);
+            }
+            let busy: u64 = cats.values().fold(0, |a, b| a.saturating_add(*b));
             cats.insert("IDLE".into(), dur.saturating_sub(busy));
             step.per_core.insert(
                 *core,
@@ -720,7 +708,7 @@ fn tpu_steps(tpu: &[&Plane], host: Option<&Plane>) -> Option<(StepsSource, Vec<S
         }
         steps.push(step);
     }
-    Some((source, steps))
+    Some((source, steps, all.finish()))
 }
 
 /// The step database of one host. `tpu` = TensorCore planes, `gpus` = GPU planes, `host` =
@@ -729,8 +717,9 @@ pub fn step_db(tpu: &[&Plane], gpus: &[&Plane], host: Option<&Plane>) -> StepDb 
     if !tpu.is_empty() {
         // TPU step lines already exclude incomplete steps.
         return match tpu_steps(tpu, host) {
-            Some((source, steps)) => StepDb {
+            Some((source, steps, db)) => StepDb {
                 source,
+                steps_op_db: Some(db),
                 complete_steps: steps.clone(),
                 steps,
             },
@@ -751,6 +740,7 @@ pub fn step_db(tpu: &[&Plane], gpus: &[&Plane], host: Option<&Plane>) -> StepDb 
     }
     StepDb {
         source,
+        steps_op_db: None,
         steps,
         complete_steps: complete,
     }

@@ -519,54 +519,63 @@ pub fn roofline_model(s: &OpStats) -> (Map<String, Value>, Vec<Map<String, Value
     let perf = s.perf_env.clone().unwrap_or_default();
     let mut records = Vec::new();
     let db = &s.device_db;
-    let n_steps = s.steps.steps.len() as f64;
-    let cores = s.run_env.device_core_count as f64;
+    let n_steps = s.steps.complete_steps.len() as f64;
+    // Time of the infeed/outfeed ops a record set leaves out.
+    let io_time = |db: &OpMetricsDb| -> u64 {
+        db.metrics
+            .iter()
+            .filter(|m| !may_have_inner_ops(&m.category) && is_infeed_outfeed(&m.category))
+            .map(|m| m.time_ps)
+            .fold(0, |a, b| a.saturating_add(b))
+    };
     for include_io in [true, false] {
-        let io_time: u64 = if include_io {
-            0
-        } else {
-            db.metrics
-                .iter()
-                .filter(|m| !may_have_inner_ops(&m.category) && is_infeed_outfeed(&m.category))
-                .map(|m| m.time_ps)
-                .fold(0, |a, b| a.saturating_add(b))
-        };
-        let total_ps = db.total_time_ps.saturating_sub(io_time);
+        let total_ps = db
+            .total_time_ps
+            .saturating_sub(if include_io { 0 } else { io_time(db) });
         for (step, avg) in [("Total", false), ("Average", true)] {
+            // `Total` reads the whole device database; `Average` the complete steps' (XProf's
+            // `hlo_metrics_db_complete_steps_only`), divided by the number of steps.
+            let src: Option<&OpMetricsDb> = if avg {
+                s.steps.steps_op_db.as_ref()
+            } else {
+                Some(db)
+            };
+            let src_total = src.map_or(0, |d| {
+                d.total_time_ps
+                    .saturating_sub(if include_io { 0 } else { io_time(d) })
+            });
             let mut prog = OpMetrics {
                 name: "Program".into(),
                 category: "Program".into(),
                 occurrences: 1,
                 ..Default::default()
             };
-            if !avg || !s.steps.steps.is_empty() {
-                for m in &db.metrics {
+            if let Some(src) = src {
+                for m in &src.metrics {
                     if m.is_idle() || may_have_inner_ops(&m.category) {
                         continue;
                     }
                     if !include_io && is_infeed_outfeed(&m.category) {
                         continue;
                     }
-                    let mut agg = m.clone();
-                    agg.occurrences = 0;
-                    prog.flops += agg.flops;
-                    prog.model_flops += agg.model_flops;
-                    prog.bytes_accessed = prog.bytes_accessed.saturating_add(agg.bytes_accessed);
-                    prog.event_flops = prog.event_flops.saturating_add(agg.event_flops);
-                    for b in &agg.memory_accessed {
+                    prog.flops = prog.flops.saturating_add(m.flops);
+                    prog.model_flops = prog.model_flops.saturating_add(m.model_flops);
+                    prog.bytes_accessed = prog.bytes_accessed.saturating_add(m.bytes_accessed);
+                    prog.event_flops = prog.event_flops.saturating_add(m.event_flops);
+                    for b in &m.memory_accessed {
                         match prog
                             .memory_accessed
                             .iter_mut()
                             .find(|d| d.kind == b.kind && d.memory_space == b.memory_space)
                         {
-                            Some(d) => d.bytes += b.bytes,
+                            Some(d) => d.bytes = d.bytes.saturating_add(b.bytes),
                             None => prog.memory_accessed.push(*b),
                         }
                     }
                 }
-                prog.time_ps = total_ps;
+                prog.time_ps = src_total;
             }
-            let mut rec = roofline_record(s, &prog, step, 0, total_ps, include_io, &perf, hw);
+            let mut rec = roofline_record(s, &prog, step, 0, src_total, include_io, &perf, hw);
             if avg {
                 for k in ["total_time", "total_self_time", "total_time_per_core"] {
                     let v = rec[k].as_f64().unwrap_or(0.0);
@@ -597,7 +606,6 @@ pub fn roofline_model(s: &OpStats) -> (Map<String, Value>, Vec<Map<String, Value
             }
         }
     }
-    let _ = cores;
     let mut dev = Map::new();
     if let Some(info) = device_information(s)
         && let Some(st) = info.get("xprof_strings").and_then(Value::as_object)
@@ -1188,7 +1196,13 @@ fn generic_key(name: &str) -> &'static str {
 /// capture's limits: (flop-rate % of roofline, HBM bandwidth % of peak).
 pub fn roofline_utilization(s: &OpStats) -> Option<(f64, f64)> {
     let p = s.perf_env.as_ref()?;
-    let db = &s.device_db;
+    // XProf computes this over the complete steps' ops; without steps, over the whole trace.
+    let db = s
+        .steps
+        .steps_op_db
+        .as_ref()
+        .filter(|d| !d.is_empty())
+        .unwrap_or(&s.device_db);
     let mut flops = 0.0;
     let mut bytes = 0u64;
     for m in &db.metrics {

@@ -68,6 +68,18 @@ fn steps_line_gives_steps_with_category_breakdown() {
         (900.0, 100.0, 0.0)
     );
     assert!(ov["performance_summary"]["tc_infeed_ms_average"].is_string());
+    // The complete steps' op db: fusion.1 twice (300 + 200), infeed once; window 2000 ps.
+    let sdb = s.steps.steps_op_db.as_ref().unwrap();
+    let f = sdb.metrics.iter().find(|m| m.name == "fusion.1").unwrap();
+    assert_eq!((f.occurrences, f.self_time_ps), (2, 500));
+    assert_eq!(sdb.total_time_ps, 2000);
+    // Roofline `Average` Program row: 2000 ps over 2 steps = 0.001 us.
+    let (_, recs) = views::roofline_model(&s);
+    let avg = recs
+        .iter()
+        .find(|r| r["step"] == "Average" && r["include_infeed_outfeed"] == true)
+        .unwrap();
+    assert!((avg["total_time"].as_f64().unwrap() - 0.001).abs() < 1e-12);
     // The op db still covers the whole window: 300+100+200 busy of [100,1300].
     assert_eq!(s.device_db.total_op_time_ps, 600);
 }
