@@ -119,7 +119,7 @@ fn leak(s: String) -> &'static str {
 
 /// Example invocation lines for help text, from the descriptor's examples.
 pub fn example_lines(tool: &ToolEntry) -> Vec<String> {
-    tool.examples
+    tool.example_list()
         .iter()
         .map(|ex| {
             let mut line = format!("xprof {}", tool.name);
@@ -328,9 +328,10 @@ mod tests {
                 "max_lines": {"type": "integer", "default": 10},
                 "print_metadata": {"type": "boolean", "default": false},
                 "ratio": {"type": "number"},
-            }, "required": []}),
+            }, "required": []})
+            .into(),
             output: String::new(),
-            examples: vec![],
+            examples: serde_json::Value::Array(vec![]).into(),
             plugin: 0,
         }
     }

@@ -242,9 +242,9 @@ pub fn description(t: &ToolEntry) -> String {
         s.push_str("\n\nOutput: ");
         s.push_str(&t.output);
     }
-    if !t.examples.is_empty() {
+    if !t.example_list().is_empty() {
         s.push_str("\n\nExamples (arguments; ${FIXTURES} = the xprof repository's fixtures/):");
-        for ex in &t.examples {
+        for ex in t.example_list() {
             s.push_str(&format!(
                 "\n- {}: {}",
                 ex["description"].as_str().unwrap_or(""),
@@ -724,9 +724,10 @@ mod tests {
                 "mode": {"type": "string", "enum": ["a", "b"]},
                 "names": {"type": "array", "items": {"type": "string"}},
                 "flag": {"type": "boolean"},
-            }, "required": ["mode"], "additionalProperties": false}),
+            }, "required": ["mode"], "additionalProperties": false})
+            .into(),
             output: "{x}".into(),
-            examples: vec![json!({"description": "ex", "args": {"mode": "a"}})],
+            examples: json!([{"description": "ex", "args": {"mode": "a"}}]).into(),
             plugin: 0,
         }
     }

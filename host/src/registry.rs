@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use abi_stable::std_types::{RResult, RStr};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
+use std::sync::OnceLock;
 use xprof_plugin_api::{ErrorKind, PROTOCOL, PluginModRef, ToolError};
 
 /// Plugins whose name is reserved for the ones shipped with xprof. They are trusted only from
@@ -119,6 +121,88 @@ pub fn is_plugin_file(name: &str) -> bool {
     !matches!(stem.rsplit_once('-'), Some((_, h)) if h.len() == 16 && h.chars().all(|c| c.is_ascii_hexdigit()))
 }
 
+/// A JSON value kept as its source text until first used. A process usually needs the schema
+/// of one tool, so parsing all fifty at start-up would be wasted work.
+#[derive(Clone, Debug)]
+pub struct LazyJson {
+    raw: Option<Box<RawValue>>,
+    /// What to use when the text is absent or not of the expected kind.
+    fallback: fn() -> Value,
+    value: OnceLock<Value>,
+}
+
+impl LazyJson {
+    fn from_raw(raw: Option<Box<RawValue>>, fallback: fn() -> Value) -> Self {
+        LazyJson {
+            raw,
+            fallback,
+            value: OnceLock::new(),
+        }
+    }
+
+    pub fn new(value: Value) -> Self {
+        let l = LazyJson::from_raw(None, || Value::Null);
+        let _ = l.value.set(value);
+        l
+    }
+}
+
+fn empty_schema() -> Value {
+    json!({"type": "object", "properties": {}})
+}
+
+fn empty_list() -> Value {
+    Value::Array(Vec::new())
+}
+
+impl std::ops::Deref for LazyJson {
+    type Target = Value;
+    fn deref(&self) -> &Value {
+        self.value.get_or_init(|| {
+            let fallback = (self.fallback)();
+            let parsed = self
+                .raw
+                .as_ref()
+                .and_then(|r| serde_json::from_str::<Value>(r.get()).ok());
+            match parsed {
+                // Only a value of the fallback's kind (object schema, example list) is usable.
+                Some(v) if std::mem::discriminant(&v) == std::mem::discriminant(&fallback) => v,
+                _ => fallback,
+            }
+        })
+    }
+}
+
+impl From<Value> for LazyJson {
+    fn from(v: Value) -> Self {
+        LazyJson::new(v)
+    }
+}
+
+impl serde::Serialize for LazyJson {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        Value::serialize(self, s)
+    }
+}
+
+/// A descriptor as a plugin sends it; the bulky parts stay unparsed.
+#[derive(serde::Deserialize)]
+struct RawDescriptor {
+    name: Option<String>,
+    #[serde(default)]
+    aliases: Vec<String>,
+    #[serde(default)]
+    summary: String,
+    #[serde(default)]
+    doc: String,
+    #[serde(default)]
+    params: Option<Box<RawValue>>,
+    #[serde(default)]
+    output: String,
+    #[serde(default)]
+    examples: Option<Box<RawValue>>,
+}
+
 /// One tool as the registry knows it.
 #[derive(Clone, Debug)]
 pub struct ToolEntry {
@@ -126,15 +210,20 @@ pub struct ToolEntry {
     pub aliases: Vec<String>,
     pub summary: String,
     pub doc: String,
-    /// The parameter JSON Schema.
-    pub params: Value,
+    /// The parameter JSON Schema (an object).
+    pub params: LazyJson,
     pub output: String,
-    pub examples: Vec<Value>,
+    /// The documented examples (an array of `{description, args, ...}`).
+    pub examples: LazyJson,
     /// Index into [`Registry::plugins`].
     pub plugin: usize,
 }
 
 impl ToolEntry {
+    pub fn example_list(&self) -> &[Value] {
+        self.examples.as_array().map(Vec::as_slice).unwrap_or(&[])
+    }
+
     pub fn properties(&self) -> Map<String, Value> {
         self.params["properties"]
             .as_object()
@@ -338,10 +427,11 @@ impl Registry {
             );
             return self.refuse(path, origin, reason, String::new());
         }
-        let descriptors: Vec<Value> = match serde_json::from_str((module.descriptors())().as_str())
+        let descriptors_text = (module.descriptors())();
+        let descriptors: Vec<RawDescriptor> = match serde_json::from_str(descriptors_text.as_str())
         {
-            Ok(Value::Array(v)) => v,
-            Ok(_) | Err(_) => {
+            Ok(v) => v,
+            Err(_) => {
                 return self.refuse(
                     path,
                     origin,
@@ -377,8 +467,14 @@ impl Registry {
         });
     }
 
-    fn add_tool(&mut self, plugin: usize, plugin_name: &str, first_party: bool, d: Value) -> bool {
-        let Some(name) = d["name"].as_str().map(String::from) else {
+    fn add_tool(
+        &mut self,
+        plugin: usize,
+        plugin_name: &str,
+        first_party: bool,
+        d: RawDescriptor,
+    ) -> bool {
+        let Some(name) = d.name.clone() else {
             self.warnings.push(format!(
                 "plugin `{plugin_name}`: a descriptor has no name; skipped"
             ));
@@ -408,26 +504,13 @@ impl Registry {
                 self.plugin_name(existing.plugin)
             ));
         }
-        let strings = |v: &Value| -> Vec<String> {
-            v.as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|x| x.as_str().map(String::from))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
         let entry = ToolEntry {
-            aliases: strings(&d["aliases"]),
-            summary: d["summary"].as_str().unwrap_or_default().to_string(),
-            doc: d["doc"].as_str().unwrap_or_default().to_string(),
-            params: if d["params"].is_object() {
-                d["params"].clone()
-            } else {
-                json!({"type": "object", "properties": {}})
-            },
-            output: d["output"].as_str().unwrap_or_default().to_string(),
-            examples: d["examples"].as_array().cloned().unwrap_or_default(),
+            aliases: d.aliases,
+            summary: d.summary,
+            doc: d.doc,
+            params: LazyJson::from_raw(d.params, empty_schema),
+            output: d.output,
+            examples: LazyJson::from_raw(d.examples, empty_list),
             plugin,
             name: name.clone(),
         };

@@ -150,9 +150,10 @@ mod tests {
                 "path": {"type": "string", "format": "path"},
                 "run": {"type": "string"},
                 "max_lines": {"type": "integer", "default": 10},
-            }}),
+            }})
+            .into(),
             output: String::new(),
-            examples: vec![],
+            examples: serde_json::Value::Array(vec![]).into(),
             plugin: 0,
         }
     }
