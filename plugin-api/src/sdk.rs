@@ -701,19 +701,35 @@ pub fn validate_args(tool: &dyn Tool, args: &Map<String, Value>) -> Result<(), T
             Some("array") => v.is_array() || v.is_string(),
             _ => true,
         };
+        let help = || format!("see `xprof {} --help`", tool.name());
         if !ok {
             return Err(ToolError::invalid(format!(
                 "argument `{k}` must be of type {}, got {v}",
                 p["type"].as_str().unwrap_or("?")
-            )));
+            ))
+            .with_hint(help()));
         }
         if let (Some(allowed), Some(s)) = (p["enum"].as_array(), v.as_str())
             && !allowed.iter().any(|a| a.as_str() == Some(s))
         {
+            let names: Vec<&str> = allowed.iter().filter_map(Value::as_str).collect();
             return Err(ToolError::invalid(format!(
                 "argument `{k}` must be one of {}, got {s:?}",
                 Value::Array(allowed.clone())
-            )));
+            ))
+            .with_hint(format!("pass --{k} {}", names.join("|"))));
+        }
+        let number = v
+            .as_f64()
+            .or_else(|| v.as_str().and_then(|s| s.trim().parse::<f64>().ok()));
+        if let (Some(min), Some(n)) = (p["minimum"].as_f64(), number)
+            && matches!(p["type"].as_str(), Some("integer" | "number"))
+            && n < min
+        {
+            return Err(
+                ToolError::invalid(format!("argument `{k}` must be >= {min}, got {n}"))
+                    .with_hint(help()),
+            );
         }
     }
     for r in schema["required"].as_array().into_iter().flatten() {
@@ -943,5 +959,72 @@ pub mod testing {
             failures.join("\n")
         );
         ran
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct T;
+    impl Tool for T {
+        fn name(&self) -> &'static str {
+            "t"
+        }
+        fn summary(&self) -> &'static str {
+            ""
+        }
+        fn doc(&self) -> &'static str {
+            ""
+        }
+        fn params(&self) -> Params {
+            Params::new()
+                .integer_min("limit", "", Some(5), 1)
+                .string_enum("mode", "", &["a", "b"], "a")
+                .boolean("flag", "", false)
+                .string("req", "")
+                .required("req")
+        }
+        fn run(&self, _call: &mut Call) -> Result<ToolOutput, ToolError> {
+            Ok(json!({}).into())
+        }
+    }
+
+    fn check(args: Value) -> Result<(), ToolError> {
+        validate_args(&T, args.as_object().unwrap())
+    }
+
+    #[test]
+    fn minimum_is_enforced_with_a_hint() {
+        let e = check(json!({"req": "x", "limit": 0})).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidValue);
+        assert!(e.message.contains(">= 1") && e.hint.is_some(), "{e:?}");
+        assert!(check(json!({"req": "x", "limit": 1})).is_ok());
+    }
+
+    #[test]
+    fn enum_errors_list_the_choices() {
+        let e = check(json!({"req": "x", "mode": "c"})).unwrap_err();
+        assert_eq!(e.hint.as_deref(), Some("pass --mode a|b"));
+    }
+
+    #[test]
+    fn unknown_and_missing_arguments_are_usage_errors() {
+        assert_eq!(
+            check(json!({"req": "x", "nope": 1})).unwrap_err().kind,
+            ErrorKind::Usage
+        );
+        assert_eq!(check(json!({})).unwrap_err().kind, ErrorKind::Usage);
+    }
+
+    #[test]
+    fn strings_that_look_like_values_are_accepted() {
+        assert!(check(json!({"req": "x", "limit": "7", "flag": "True"})).is_ok());
+        assert_eq!(
+            check(json!({"req": "x", "flag": "maybe"}))
+                .unwrap_err()
+                .kind,
+            ErrorKind::InvalidValue
+        );
     }
 }
