@@ -33,6 +33,18 @@ pub enum CaptureError {
     /// An HLO module's proto that does not decode.
     #[error("{origin}: not a valid xla.HloProto: {detail}")]
     HloProto { origin: String, detail: String },
+    /// No HLO module of the session goes by this name.
+    #[error("no HLO module {name:?} in the capture")]
+    UnknownHloModule {
+        name: String,
+        available: Vec<String>,
+    },
+    /// A bare module name or program id that several modules share.
+    #[error("{name:?} names {} HLO modules: {candidates:?}", candidates.len())]
+    AmbiguousHloModule {
+        name: String,
+        candidates: Vec<String>,
+    },
     #[error("cannot read {}: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -57,6 +69,9 @@ impl CaptureError {
             CaptureError::NotAnXSpaceFile { .. } => "invalid_value",
             CaptureError::XSpace(e) => e.kind(),
             CaptureError::HloProto { .. } => "invalid_value",
+            CaptureError::UnknownHloModule { .. } | CaptureError::AmbiguousHloModule { .. } => {
+                "invalid_value"
+            }
             _ => "path",
         }
     }
@@ -96,6 +111,12 @@ impl CaptureError {
             CaptureError::XSpace(e) => e.hint(),
             CaptureError::HloProto { .. } => {
                 "the module's proto is damaged: re-capture, or pass another --module_name".into()
+            }
+            CaptureError::UnknownHloModule { available, .. } => {
+                format!("pass --module_name with one of: {}", available.join(", "))
+            }
+            CaptureError::AmbiguousHloModule { candidates, .. } => {
+                format!("pass the full name: one of {}", candidates.join(", "))
             }
         })
     }

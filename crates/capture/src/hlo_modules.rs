@@ -3,9 +3,10 @@
 //! `/host:metadata` plane (JAX captures have only the latter). Nothing is written anywhere: the
 //! embedded ones are read in memory where XProf would extract them into files.
 //!
-//! Rules (XProf's): files first, then each host's embedded modules; deduplicated by program id,
-//! then by display name `<module name>(<program id>)`, the first winning; `NO_MODULE` is never a
-//! module. The list is sorted by display name, like XProf's file listing.
+//! Rules (XProf's): every file, then each host's embedded modules unless a module already listed
+//! has the same program id or display name `<module name>(<program id>)` (the first wins);
+//! `NO_MODULE` is never a module. The list is sorted by display name, like XProf's file listing.
+//! [`select`] picks one by display name, else by a unique bare name or program id.
 
 use std::path::{Path, PathBuf};
 
@@ -36,10 +37,13 @@ pub struct HloModuleRef {
     pub source: HloSource,
 }
 
-/// `name(123)` → (`name`, `Some(123)`); anything else → (the stem, `None`).
+/// `name(123)` → (`name`, `Some(123)`); anything else → (the stem, `None`). The id is decimal
+/// digits only (no sign) and fits in 64 bits, as XProf writes program ids.
 fn split_program_id(stem: &str) -> (String, Option<u64>) {
     if let Some(open) = stem.rfind('(')
         && let Some(id) = stem[open + 1..].strip_suffix(')')
+        && !id.is_empty()
+        && id.bytes().all(|b| b.is_ascii_digit())
         && let Ok(id) = id.parse::<u64>()
     {
         return (stem[..open].to_string(), Some(id));
@@ -54,34 +58,65 @@ fn open_metadata(path: &Path) -> Result<XSpace, CaptureError> {
 }
 
 impl HloModuleRef {
+    /// The module a `<module>(<program id>).hlo_proto.pb` file holds, named by its stem;
+    /// `None` for other file names and for `NO_MODULE`.
+    pub fn from_file(path: &Path) -> Option<HloModuleRef> {
+        let stem = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(HLO_PROTO_SUFFIX))
+            .filter(|s| *s != "NO_MODULE")?;
+        let (module_name, program_id) = split_program_id(stem);
+        Some(HloModuleRef {
+            name: stem.to_string(),
+            module_name,
+            program_id,
+            source: HloSource::File(path.to_path_buf()),
+        })
+    }
+
+    /// The file the module is read from (the XSpace for embedded modules).
+    pub fn path(&self) -> &Path {
+        match &self.source {
+            HloSource::File(p) | HloSource::Embedded { xspace: p, .. } => p,
+        }
+    }
+
     /// The serialized `xla.HloProto`.
     pub fn bytes(&self) -> Result<Vec<u8>, CaptureError> {
         match &self.source {
             HloSource::File(p) => std::fs::read(p).map_err(|e| CaptureError::io(p, e)),
-            HloSource::Embedded {
-                xspace,
-                metadata_id,
-            } => {
-                let space = open_metadata(xspace)?;
-                embedded_hlo_modules(&space)
-                    .into_iter()
-                    .find(|m| m.metadata_id == *metadata_id)
-                    .map(|m| m.bytes.to_vec())
-                    .ok_or_else(|| CaptureError::HloProto {
-                        origin: self.origin(),
-                        detail: "the module is no longer in the capture (was the file replaced?)"
-                            .into(),
-                    })
+            HloSource::Embedded { xspace, .. } => {
+                Ok(self.embedded_bytes(&open_metadata(xspace)?)?.to_vec())
             }
         }
     }
 
-    /// The decoded `xla.HloProto`.
-    pub fn decode(&self) -> Result<HloProto, CaptureError> {
-        xprof_proto::decode_hlo_proto(&self.bytes()?).map_err(|e| CaptureError::HloProto {
+    /// The proto's bytes in `space`, the (already opened) XSpace an embedded module lives in.
+    fn embedded_bytes<'s>(&self, space: &'s XSpace) -> Result<&'s [u8], CaptureError> {
+        let HloSource::Embedded { metadata_id, .. } = &self.source else {
+            unreachable!("only embedded modules live in an XSpace")
+        };
+        embedded_hlo_modules(space)
+            .into_iter()
+            .find(|m| m.metadata_id == *metadata_id)
+            .map(|m| m.bytes)
+            .ok_or_else(|| CaptureError::HloProto {
+                origin: self.origin(),
+                detail: "the module is no longer in the capture (was the file replaced?)".into(),
+            })
+    }
+
+    fn decode_bytes(&self, bytes: &[u8]) -> Result<HloProto, CaptureError> {
+        xprof_proto::decode_hlo_proto(bytes).map_err(|e| CaptureError::HloProto {
             origin: self.origin(),
             detail: e.to_string(),
         })
+    }
+
+    /// The decoded `xla.HloProto`.
+    pub fn decode(&self) -> Result<HloProto, CaptureError> {
+        self.decode_bytes(&self.bytes()?)
     }
 
     /// Human-readable location, for messages.
@@ -99,56 +134,95 @@ impl HloModuleRef {
     }
 }
 
-impl Session {
-    /// Every HLO module of the session (see the module docs for the rules), and the files that
-    /// were read to find them.
-    pub fn hlo_modules(&self) -> Result<(Vec<HloModuleRef>, Vec<PathBuf>), CaptureError> {
-        let mut out: Vec<HloModuleRef> = Vec::new();
-        let mut read = Vec::new();
-        let seen = |out: &[HloModuleRef], id: Option<u64>, name: &str| {
-            out.iter()
-                .any(|m| (id.is_some() && m.program_id == id) || m.name == name)
+/// Decode every module, reading each XSpace once however many modules it embeds.
+pub fn decode_all(modules: &[HloModuleRef]) -> Result<Vec<HloProto>, CaptureError> {
+    let mut spaces: Vec<(&Path, XSpace)> = Vec::new();
+    let mut out = Vec::with_capacity(modules.len());
+    for m in modules {
+        let proto = match &m.source {
+            HloSource::File(_) => m.decode()?,
+            HloSource::Embedded { xspace, .. } => {
+                let i = match spaces.iter().position(|(p, _)| p == xspace) {
+                    Some(i) => i,
+                    None => {
+                        spaces.push((xspace, open_metadata(xspace)?));
+                        spaces.len() - 1
+                    }
+                };
+                m.decode_bytes(m.embedded_bytes(&spaces[i].1)?)?
+            }
         };
-        for p in &self.hlo_protos {
-            let Some(stem) = p
-                .file_name()
-                .and_then(|n| n.to_str())
-                .and_then(|n| n.strip_suffix(HLO_PROTO_SUFFIX))
-            else {
-                continue;
-            };
-            let (module_name, program_id) = split_program_id(stem);
-            if stem == "NO_MODULE" || seen(&out, program_id, stem) {
+        out.push(proto);
+    }
+    Ok(out)
+}
+
+/// Every HLO module of `hlo_files` (a run's `*.hlo_proto.pb`, each listed) and of the
+/// `/host:metadata` planes of `xspaces` (see the module docs for the rules), sorted by name.
+pub fn list(hlo_files: &[PathBuf], xspaces: &[PathBuf]) -> Result<Vec<HloModuleRef>, CaptureError> {
+    let mut out: Vec<HloModuleRef> = hlo_files
+        .iter()
+        .filter_map(|p| HloModuleRef::from_file(p))
+        .collect();
+    for x in xspaces {
+        let space = open_metadata(x)?;
+        for m in embedded_hlo_modules(&space) {
+            let name = m.display_name();
+            if out
+                .iter()
+                .any(|o| o.program_id == Some(m.program_id) || o.name == name)
+            {
                 continue;
             }
             out.push(HloModuleRef {
-                name: stem.to_string(),
-                module_name,
-                program_id,
-                source: HloSource::File(p.clone()),
+                name,
+                module_name: m.name.clone(),
+                program_id: Some(m.program_id),
+                source: HloSource::Embedded {
+                    xspace: x.clone(),
+                    metadata_id: m.metadata_id,
+                },
             });
         }
-        for host in &self.hosts {
-            let space = open_metadata(&host.path)?;
-            read.push(host.path.clone());
-            for m in embedded_hlo_modules(&space) {
-                let name = m.display_name();
-                if seen(&out, Some(m.program_id), &name) {
-                    continue;
-                }
-                out.push(HloModuleRef {
-                    name,
-                    module_name: m.name.clone(),
-                    program_id: Some(m.program_id),
-                    source: HloSource::Embedded {
-                        xspace: host.path.clone(),
-                        metadata_id: m.metadata_id,
-                    },
-                });
-            }
-        }
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok((out, read))
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+/// The module `name` picks: the exact display name, else the one module whose bare name or
+/// program id it is. Surrounding blanks are ignored.
+pub fn select<'m>(
+    modules: &'m [HloModuleRef],
+    name: &str,
+) -> Result<&'m HloModuleRef, CaptureError> {
+    let name = name.trim();
+    if let Some(m) = modules.iter().find(|m| m.name == name) {
+        return Ok(m);
+    }
+    let loose: Vec<&HloModuleRef> = modules
+        .iter()
+        .filter(|m| m.module_name == name || m.program_id.is_some_and(|p| p.to_string() == name))
+        .collect();
+    match loose[..] {
+        [m] => Ok(m),
+        [] => Err(CaptureError::UnknownHloModule {
+            name: name.to_string(),
+            available: modules.iter().map(|m| m.name.clone()).collect(),
+        }),
+        _ => Err(CaptureError::AmbiguousHloModule {
+            name: name.to_string(),
+            candidates: loose.iter().map(|m| m.name.clone()).collect(),
+        }),
+    }
+}
+
+impl Session {
+    /// Every HLO module of the session (see [`list`]), and the files that were read to find
+    /// them (the hosts' XSpaces).
+    pub fn hlo_modules(&self) -> Result<(Vec<HloModuleRef>, Vec<PathBuf>), CaptureError> {
+        let xspaces: Vec<PathBuf> = self.hosts.iter().map(|h| h.path.clone()).collect();
+        let out = list(&self.hlo_protos, &xspaces)?;
+        Ok((out, xspaces))
     }
 }
 
@@ -166,6 +240,50 @@ mod tests {
         assert_eq!(split_program_id("plain"), ("plain".into(), None));
         assert_eq!(split_program_id("f(x)"), ("f(x)".into(), None));
         assert_eq!(split_program_id("f(99999999999999999999)").1, None); // > u64
+        assert_eq!(split_program_id("f(+5)").1, None);
+        assert_eq!(split_program_id("f()").1, None);
+    }
+
+    fn file_ref(name: &str) -> HloModuleRef {
+        HloModuleRef::from_file(Path::new(&format!("/r/{name}.hlo_proto.pb"))).unwrap()
+    }
+
+    #[test]
+    fn selection_by_full_name_then_unique_bare_name_or_program_id() {
+        let mods = [
+            file_ref("f(1)"),
+            file_ref("f(2)"),
+            file_ref("g(3)"),
+            file_ref("h"),
+        ];
+        assert_eq!(select(&mods, " f(2) ").unwrap().name, "f(2)");
+        assert_eq!(select(&mods, "g").unwrap().name, "g(3)");
+        assert_eq!(select(&mods, "1").unwrap().name, "f(1)");
+        assert_eq!(select(&mods, "h").unwrap().name, "h");
+        let e = select(&mods, "f").unwrap_err();
+        assert!(
+            matches!(e, CaptureError::AmbiguousHloModule { ref candidates, .. } if candidates.len() == 2)
+        );
+        assert_eq!(e.kind(), "invalid_value");
+        let e = select(&mods, "f(").unwrap_err();
+        assert!(
+            matches!(e, CaptureError::UnknownHloModule { ref available, .. } if available.len() == 4)
+        );
+        assert!(HloModuleRef::from_file(Path::new("/r/NO_MODULE.hlo_proto.pb")).is_none());
+    }
+
+    #[test]
+    fn files_are_all_listed_even_when_they_share_a_program_id() {
+        let files = [
+            PathBuf::from("/r/b(5).hlo_proto.pb"),
+            PathBuf::from("/r/a(5).hlo_proto.pb"),
+        ];
+        let names: Vec<_> = list(&files, &[])
+            .unwrap()
+            .into_iter()
+            .map(|m| m.name)
+            .collect();
+        assert_eq!(names, ["a(5)", "b(5)"]);
     }
 
     #[test]
@@ -203,6 +321,8 @@ mod tests {
         ));
         assert_eq!(mods[1].decode().unwrap(), b);
         assert_eq!(mods[0].decode().unwrap(), a);
+        assert_eq!(decode_all(&mods).unwrap(), [a.clone(), b.clone()]);
+        assert_eq!(mods[1].path(), xspace);
         assert_eq!(read, [xspace]);
         let after: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()
