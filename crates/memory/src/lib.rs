@@ -82,6 +82,13 @@ pub fn open_xspace(
     path: &std::path::Path,
     wanted: impl Fn(&str) -> bool + Send + Sync + 'static,
 ) -> Result<xprof_xspace::XSpace, MemoryError> {
+    check_xspace_file(path)?;
+    let opts = xprof_xspace::ReadOptions::default().only_planes(wanted);
+    Ok(xprof_xspace::XSpace::open_with(path, &opts)?)
+}
+
+/// A capture file that exists and is not empty (0 bytes decode as an XSpace without planes).
+fn check_xspace_file(path: &std::path::Path) -> Result<(), MemoryError> {
     let len = std::fs::metadata(path)
         .map_err(|e| MemoryError::Io {
             path: path.to_path_buf(),
@@ -93,6 +100,5 @@ pub fn open_xspace(
             path: path.to_path_buf(),
         });
     }
-    let opts = xprof_xspace::ReadOptions::default().only_planes(wanted);
-    Ok(xprof_xspace::XSpace::open_with(path, &opts)?)
+    Ok(())
 }
