@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use xprof_capture::{Selector, resolve};
-use xprof_hlo::capture::{ModuleSource, list_modules, load, select};
+use xprof_capture::{HloSource, Selector, resolve};
+use xprof_hlo::capture::{list_modules, load, select};
 use xprof_hlo::print::{PrintOptions, print_module};
 use xprof_plugin_api::sdk::testing::{corpus, workspace_root};
 
@@ -47,7 +47,7 @@ fn metadata_plane_only_capture() {
     assert_eq!(names, want);
     assert!(
         mods.iter()
-            .all(|m| matches!(m.source, ModuleSource::XSpace { .. }))
+            .all(|m| matches!(m.source, HloSource::Embedded { .. }))
     );
     let m = select(&mods, Some("jit_train_step(8)")).unwrap();
     let text = print_module(&load(m).unwrap(), &PrintOptions::long());
@@ -77,8 +77,8 @@ fn files_and_embedded_dedupe() {
     let (mods, _) = list_modules(&s).unwrap();
     assert_eq!(mods.len(), 1);
     assert_eq!(mods[0].name, "jit_matmul_optimized(17342868964687645945)");
-    assert_eq!(mods[0].program_id.as_deref(), Some("17342868964687645945"));
-    assert!(matches!(mods[0].source, ModuleSource::File { .. }));
+    assert_eq!(mods[0].program_id, Some(17342868964687645945));
+    assert!(matches!(mods[0].source, HloSource::File(_)));
 }
 
 /// The project's own captures (no corpus needed) hold only XSpaces.

@@ -4,13 +4,11 @@
 
 use std::path::PathBuf;
 
-use xprof_capture::CaptureError;
 use xprof_capture::hlo_modules;
+use xprof_capture::{CaptureError, HloModuleRef};
 use xprof_proto::xla::HloProto;
 
 use crate::MemoryError;
-
-pub use xprof_capture::{HloModuleRef as ModuleEntry, HloSource as Source};
 
 impl From<CaptureError> for MemoryError {
     fn from(e: CaptureError) -> Self {
@@ -28,7 +26,7 @@ impl From<CaptureError> for MemoryError {
 
 /// Every module of a capture, sorted by name. `hlo_files` are the run's `.hlo_proto.pb`
 /// files, `xspaces` its hosts' `.xplane.pb` files (an empty or unreadable one is an error).
-pub fn list(hlo_files: &[PathBuf], xspaces: &[PathBuf]) -> Result<Vec<ModuleEntry>, MemoryError> {
+pub fn list(hlo_files: &[PathBuf], xspaces: &[PathBuf]) -> Result<Vec<HloModuleRef>, MemoryError> {
     for x in xspaces {
         crate::check_xspace_file(x)?;
     }
@@ -36,17 +34,17 @@ pub fn list(hlo_files: &[PathBuf], xspaces: &[PathBuf]) -> Result<Vec<ModuleEntr
 }
 
 /// Decode one module's `xla.HloProto`.
-pub fn load(entry: &ModuleEntry) -> Result<HloProto, MemoryError> {
+pub fn load(entry: &HloModuleRef) -> Result<HloProto, MemoryError> {
     Ok(entry.decode()?)
 }
 
 /// Decode every listed module (one read per XSpace).
-pub fn load_all(entries: &[ModuleEntry]) -> Result<Vec<(ModuleEntry, HloProto)>, MemoryError> {
+pub fn load_all(entries: &[HloModuleRef]) -> Result<Vec<(HloModuleRef, HloProto)>, MemoryError> {
     let protos = hlo_modules::decode_all(entries)?;
     Ok(entries.iter().cloned().zip(protos).collect())
 }
 
 /// Pick a module by its full name, else by a unique bare module name or program id.
-pub fn select<'m>(entries: &'m [ModuleEntry], name: &str) -> Option<&'m ModuleEntry> {
+pub fn select<'m>(entries: &'m [HloModuleRef], name: &str) -> Option<&'m HloModuleRef> {
     hlo_modules::select(entries, name).ok()
 }

@@ -34,7 +34,7 @@ fn files_first_then_embedded_deduplicated_by_program_id() {
     let mods = modules::list(std::slice::from_ref(&file), std::slice::from_ref(&x)).unwrap();
     let names: Vec<&str> = mods.iter().map(|m| m.name.as_str()).collect();
     assert_eq!(names, ["jit_a(5)", "jit_b(9)"]);
-    assert_eq!(mods[0].source, modules::Source::File(file.clone()));
+    assert_eq!(mods[0].source, xprof_capture::HloSource::File(file.clone()));
     assert_eq!(mods[1].program_id, Some(9));
     let loaded = modules::load_all(&mods).unwrap();
     assert_eq!(loaded[1].1.hlo_module.as_ref().unwrap().name, "jit_b");

@@ -74,7 +74,7 @@ pub struct LoadedModule {
     /// Every module's name; `None` when the module was found as a file without listing the
     /// XSpaces' embedded modules.
     pub available: Option<Vec<String>>,
-    pub module: xprof_hlo::capture::CapturedModule,
+    pub module: xprof_capture::HloModuleRef,
     pub proto: xprof_proto::xla::HloModuleProto,
 }
 
@@ -97,7 +97,7 @@ pub fn load_module(call: &mut Call) -> Result<Option<LoadedModule>, ToolError> {
         && let Some(m) = session
             .hlo_protos
             .iter()
-            .map(|p| xprof_hlo::capture::file_module(p))
+            .filter_map(|p| xprof_capture::HloModuleRef::from_file(p))
             .find(|m| m.name == n.trim())
     {
         call.read_file(m.path());

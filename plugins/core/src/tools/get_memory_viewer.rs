@@ -1,7 +1,7 @@
 use serde_json::{Map, Value, json};
-use xprof_capture::{HostFile, Session};
+use xprof_capture::{HloModuleRef, HostFile, Session};
 use xprof_memory::MemoryError;
-use xprof_memory::modules::{self, ModuleEntry};
+use xprof_memory::modules;
 use xprof_memory::viewer;
 use xprof_plugin_api::{
     Call, ErrorKind, Example, Params, Tool, ToolError, ToolOutput, register_tool,
@@ -41,7 +41,7 @@ pub(crate) const HLO_FLAGS: &[&str] = &[
 ];
 
 /// The capture's HLO modules (files and embedded), recording every file read.
-pub(crate) fn list_modules(call: &mut Call, s: &Session) -> Result<Vec<ModuleEntry>, ToolError> {
+pub(crate) fn list_modules(call: &mut Call, s: &Session) -> Result<Vec<HloModuleRef>, ToolError> {
     for f in &s.hlo_protos {
         call.read_file(f);
     }

@@ -1,4 +1,5 @@
 use serde_json::json;
+use xprof_capture::{HloModuleRef, HloSource};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
 use crate::common::{hlo_error, no_hlo, session};
@@ -54,8 +55,25 @@ impl Tool for ListHloModules {
             "run": s.run,
             "count": mods.len(),
             "modules": mods.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(),
-            "details": mods,
+            "details": mods.iter().map(details).collect::<Vec<_>>(),
         })
         .into())
     }
+}
+
+/// One module as `details` lists it (the program id a string: it is a 64-bit id).
+fn details(m: &HloModuleRef) -> serde_json::Value {
+    let source = match &m.source {
+        HloSource::File(path) => json!({"kind": "file", "path": path}),
+        HloSource::Embedded {
+            xspace,
+            metadata_id,
+        } => json!({"kind": "x_space", "path": xspace, "metadata_id": metadata_id}),
+    };
+    json!({
+        "name": m.name,
+        "module_name": m.module_name,
+        "program_id": m.program_id.map(|p| p.to_string()),
+        "source": source,
+    })
 }
