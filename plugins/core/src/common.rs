@@ -1,28 +1,8 @@
 //! Glue shared by the core tools: capture selection and error mapping.
 
-use xprof_capture::{CaptureError, Selector, Session};
-use xprof_plugin_api::{Call, ErrorKind, ToolError};
-
-pub fn capture_error(e: CaptureError) -> ToolError {
-    let mut t = ToolError::new(ErrorKind::parse(e.kind()), e.to_string());
-    t.hint = e.hint();
-    t
-}
-
-/// Resolve the capture the call names (`path`, `logdir`, `run`) and record the directories
-/// that were listed to find it.
-pub fn session(call: &mut Call) -> Result<Session, ToolError> {
-    let sel = Selector {
-        path: call.opt_nonempty("path")?,
-        logdir: call.opt_nonempty("logdir")?,
-        run: call.opt_nonempty("run")?,
-    };
-    let s = xprof_capture::resolve(&sel).map_err(capture_error)?;
-    for d in &s.scanned_dirs {
-        call.read_dir(d);
-    }
-    Ok(s)
-}
+use xprof_capture::Session;
+use xprof_plugin_api::{Call, ToolError};
+pub use xprof_plugin_support::{capture_error, session};
 
 use xprof_capture::HostFile;
 use xprof_opstats::OpStats;
@@ -30,9 +10,7 @@ use xprof_opstats::load::LoadError;
 
 /// A library load error as a tool error (kind and hint from the library).
 pub fn load_error(e: LoadError) -> ToolError {
-    let mut t = ToolError::new(ErrorKind::parse(e.kind()), e.to_string());
-    t.hint = Some(e.hint().to_string());
-    t
+    xprof_plugin_support::lib_error(e.kind(), &e, Some(e.hint().to_string()))
 }
 
 /// The XSpace files a call reads: `--host` picks one, else all hosts of the run.

@@ -2,35 +2,14 @@
 
 use std::path::PathBuf;
 
-use xprof_capture::{CaptureError, Selector, Session};
+use xprof_capture::Session;
 use xprof_hlo::HloError;
 use xprof_hlo::dump::{self, DumpDir};
-use xprof_plugin_api::{Call, ErrorKind, Params, ToolError};
+use xprof_plugin_api::{Call, Params, ToolError};
+pub use xprof_plugin_support::session;
 
 pub fn hlo_error(e: HloError) -> ToolError {
-    let mut t = ToolError::new(ErrorKind::parse(e.kind()), e.to_string());
-    t.hint = e.hint();
-    t
-}
-
-pub fn capture_error(e: CaptureError) -> ToolError {
-    let mut t = ToolError::new(ErrorKind::parse(e.kind()), e.to_string());
-    t.hint = e.hint();
-    t
-}
-
-/// Resolve the capture the call names (`path`, `logdir`, `run`).
-pub fn session(call: &mut Call) -> Result<Session, ToolError> {
-    let sel = Selector {
-        path: call.opt_nonempty("path")?,
-        logdir: call.opt_nonempty("logdir")?,
-        run: call.opt_nonempty("run")?,
-    };
-    let s = xprof_capture::resolve(&sel).map_err(capture_error)?;
-    for d in &s.scanned_dirs {
-        call.read_dir(d);
-    }
-    Ok(s)
+    xprof_plugin_support::lib_error(e.kind(), &e, e.hint())
 }
 
 /// The `dump_dir` parameter every dump tool takes.

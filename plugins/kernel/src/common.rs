@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use xprof_llo::dump::{DumpIndex, Instance, PassChoice, find_pass};
 use xprof_llo::{LloError, dir_from_arg_or_env};
-use xprof_plugin_api::{Call, ErrorKind, ToolError, ToolOutput};
+use xprof_plugin_api::{Call, ToolError, ToolOutput};
 
 /// A library failure: "no data" becomes a result, everything else a typed error.
 pub fn lib_err(e: LloError) -> Result<ToolOutput, ToolError> {
@@ -22,15 +22,12 @@ pub fn lib_err(e: LloError) -> Result<ToolOutput, ToolError> {
 }
 
 pub fn to_tool_error(e: LloError) -> ToolError {
+    // "No data" that is not answered as a result (`lib_err`) is an input the tool cannot use.
     let kind = match e.kind() {
-        "usage" => ErrorKind::Usage,
-        "path" => ErrorKind::Path,
-        "invalid_value" | "no_data" => ErrorKind::InvalidValue,
-        _ => ErrorKind::Internal,
+        "no_data" => "invalid_value",
+        k => k,
     };
-    let mut t = ToolError::new(kind, e.to_string());
-    t.hint = e.hint();
-    t
+    xprof_plugin_support::lib_error(kind, &e, e.hint())
 }
 
 /// Run a tool body whose library errors may be "no data".
@@ -107,31 +104,12 @@ pub fn pathbuf(s: &str) -> PathBuf {
 
 // ---- captures ---------------------------------------------------------------------------------
 
-use xprof_capture::{CaptureError, HostFile, Selector, Session};
+use xprof_capture::{HostFile, Session};
+pub use xprof_plugin_support::{capture_error, session};
 use xprof_xspace::XSpace;
 
-pub fn capture_error(e: CaptureError) -> ToolError {
-    let mut t = ToolError::new(ErrorKind::parse(e.kind()), e.to_string());
-    t.hint = e.hint();
-    t
-}
-
 pub fn xspace_error(e: xprof_xspace::XSpaceError) -> ToolError {
-    ToolError::new(ErrorKind::parse(e.kind()), e.to_string()).with_hint(e.hint())
-}
-
-/// The session the call names (`path`, `logdir`, `run`), its directories recorded.
-pub fn session(call: &mut Call) -> Result<Session, ToolError> {
-    let sel = Selector {
-        path: call.opt_nonempty("path")?,
-        logdir: call.opt_nonempty("logdir")?,
-        run: call.opt_nonempty("run")?,
-    };
-    let s = xprof_capture::resolve(&sel).map_err(capture_error)?;
-    for d in &s.scanned_dirs {
-        call.read_dir(d);
-    }
-    Ok(s)
+    xprof_plugin_support::lib_error(e.kind(), &e, Some(e.hint()))
 }
 
 /// One host's XSpace (the named one, else the first), read and recorded.

@@ -3,9 +3,7 @@ use xprof_capture::{HloModuleRef, HostFile, Session};
 use xprof_memory::MemoryError;
 use xprof_memory::modules;
 use xprof_memory::viewer;
-use xprof_plugin_api::{
-    Call, ErrorKind, Example, Params, Tool, ToolError, ToolOutput, register_tool,
-};
+use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
 use crate::common::{session, with_capture};
 
@@ -14,7 +12,7 @@ register_tool!(GetMemoryViewer);
 
 /// A memory-library error as a tool error (class and hint from the library).
 pub(crate) fn memory_error(e: MemoryError) -> ToolError {
-    ToolError::new(ErrorKind::parse(e.kind()), e.to_string()).with_hint(e.hint())
+    xprof_plugin_support::lib_error(e.kind(), &e, Some(e.hint()))
 }
 
 /// `no_data` with the capture block first, as every capture tool's answer starts.
