@@ -93,13 +93,10 @@ fn main() -> std::process::ExitCode {
         .filter(|p| plane_re.is_match(p.name()))
         .flat_map(|p| p.lines())
         .collect();
-    // Accumulate per run of events (lines split into ~1 MiB runs, so one huge line does not
-    // serialize the scan) into a table indexed by the metadata's dense position; the last slot
-    // collects events whose metadata is missing.
-    let runs: Vec<_> = lines
-        .iter()
-        .flat_map(|l| l.events_chunked(1 << 20))
-        .collect();
+    // Accumulate per run of events (huge lines come in the ~1 MiB runs `open` validated, so one
+    // line does not serialize the scan) into a table indexed by the metadata's dense position;
+    // the last slot collects events whose metadata is missing.
+    let runs: Vec<_> = lines.iter().flat_map(|l| l.event_runs()).collect();
     let per_run: Vec<(xprof_xspace::Plane<'_>, Vec<Acc>)> = runs
         .into_par_iter()
         .map(|events| {

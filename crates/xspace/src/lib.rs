@@ -220,6 +220,8 @@ struct LineData {
     duration_ps: i64,
     msg: Span,
     num_events: usize,
+    /// For lines validated in chunks: each chunk's start and the events before it.
+    chunks: Vec<(usize, usize)>,
 }
 
 struct MetaData {
@@ -288,6 +290,10 @@ fn len_field(buf: &[u8], p: usize, e: usize) -> WireResult<(Span, usize)> {
 #[inline(always)]
 fn validate_stat(buf: &[u8], s: usize, e: usize) -> WireResult<()> {
     let mut p = s;
+    // Predicted layout: metadata_id first.
+    if p < e && buf[p] == 0x08 {
+        p = wire::skip_varint(buf, p + 1, e)?;
+    }
     while p < e {
         // Fast path: the one-byte tags of XStat's fields with their schema wire types.
         match buf[p] {
@@ -335,6 +341,24 @@ fn validate_stat(buf: &[u8], s: usize, e: usize) -> WireResult<()> {
 fn validate_event(buf: &[u8], s: usize, e: usize) -> WireResult<i64> {
     let mut metadata_id = 0;
     let mut p = s;
+    // Predicted layout (what XProf writes): metadata_id, offset_ps, duration_ps, then stats.
+    // Testing the tags in that order keeps branches predictable; anything else, in any order,
+    // falls to the general loop below (a later metadata_id still wins there).
+    if p < e && buf[p] == 0x08 {
+        p += 1;
+        metadata_id = i(wire::read_varint(buf, &mut p, e)?);
+    }
+    if p < e && buf[p] == 0x10 {
+        p = wire::skip_varint(buf, p + 1, e)?;
+    }
+    if p < e && buf[p] == 0x18 {
+        p = wire::skip_varint(buf, p + 1, e)?;
+    }
+    while p < e && buf[p] == 0x22 {
+        let ((ss, se), next) = len_field(buf, p, e)?;
+        validate_stat(buf, ss, se)?;
+        p = next;
+    }
     while p < e {
         match buf[p] {
             0x08 => {
@@ -493,6 +517,14 @@ fn parse_line(
         duration_ps: 0,
         msg: (s, e),
         num_events: 0,
+        chunks: if chunks.len() > 1 {
+            chunks
+                .iter()
+                .map(|((a, _), before)| (*a, *before))
+                .collect()
+        } else {
+            Vec::new()
+        },
     };
     let mut missing_meta = 0;
     for p in parts {
@@ -1099,6 +1131,32 @@ impl<'a> Line<'a> {
             remaining: self.d.num_events,
         }
     }
+    /// The events in runs for parallel processing, at no cost: one run for lines under 2 MiB,
+    /// else the ~1 MiB chunks `open` validated in parallel (in file order).
+    pub fn event_runs(&self) -> Vec<Events<'a>> {
+        let (s, e) = self.d.msg;
+        if self.d.chunks.is_empty() {
+            return vec![self.events()];
+        }
+        let n = self.d.chunks.len();
+        (0..n)
+            .map(|k| {
+                let (start, before) = self.d.chunks[k];
+                let (end, upto) = if k + 1 < n {
+                    self.d.chunks[k + 1]
+                } else {
+                    (e, self.d.num_events)
+                };
+                debug_assert!(start >= s);
+                Events {
+                    line: *self,
+                    pos: start,
+                    end,
+                    remaining: upto - before,
+                }
+            })
+            .collect()
+    }
     /// The events split into consecutive runs of about `chunk_bytes` of the file each (at
     /// least one event per run), in file order: iterate them on several threads to process one
     /// huge line in parallel. Finding the split points reads one tag and one length per event.
@@ -1194,8 +1252,26 @@ fn decode_event<'a>(line: Line<'a>, s: usize, e: usize) -> Event<'a> {
         duration_ps: 0,
     };
     // Validated at open: one-byte tags of known fields are read directly; anything else goes
-    // through the general decoder (which cannot fail here).
+    // through the general decoder (which cannot fail here). The predicted layout first (see
+    // `validate_event`).
     let mut p = s;
+    if p < e && buf[p] == 0x08 {
+        p += 1;
+        ev.metadata_id = i(wire::read_varint_trusted(buf, &mut p));
+    }
+    if p < e && buf[p] == 0x10 {
+        p += 1;
+        ev.data = EventData::OffsetPs(i(wire::read_varint_trusted(buf, &mut p)));
+    }
+    if p < e && buf[p] == 0x18 {
+        p += 1;
+        ev.duration_ps = i(wire::read_varint_trusted(buf, &mut p));
+    }
+    while p < e && buf[p] == 0x22 {
+        p += 1;
+        let len = wire::read_varint_trusted(buf, &mut p) as usize;
+        p += len;
+    }
     while p < e {
         let tag = buf[p];
         match tag {

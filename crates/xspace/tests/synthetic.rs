@@ -270,6 +270,29 @@ fn huge_lines_are_validated_in_chunks() {
         .collect();
     assert_eq!(ks, (0..n).collect::<Vec<_>>());
     assert_eq!(line.events_chunked(usize::MAX).len(), 1);
+    // The runs `open` validated in parallel come for free and cover the line in order.
+    let runs = line.event_runs();
+    assert!(runs.len() >= 3, "{} runs", runs.len());
+    assert_eq!(runs.iter().map(|r| r.len()).sum::<usize>(), n as usize);
+    let ks: Vec<i64> = runs
+        .into_iter()
+        .flatten()
+        .map(|e| e.stat("k").unwrap().int().unwrap())
+        .collect();
+    assert_eq!(ks, (0..n).collect::<Vec<_>>());
+    let small = read(&XSpaceBuilder::new().plane("p", |p| p.line("l", |l| l.event("e", 0, 1))));
+    assert_eq!(
+        small
+            .planes()
+            .next()
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap()
+            .event_runs()
+            .len(),
+        1
+    );
 
     // Corrupt event number n-10 (its `k` stat becomes a string that is not UTF-8).
     let mut space_pb: pb::XSpace = b.build();
