@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use xprof_llo::dump::{DumpIndex, Instance, PassChoice, find_pass};
 use xprof_llo::{LloError, dir_from_arg_or_env};
-use xprof_plugin_api::{Call, ToolError, ToolOutput};
+use xprof_plugin_api::{Call, Params, ToolError, ToolOutput};
 
 /// A library failure: "no data" becomes a result, everything else a typed error.
 pub fn lib_err(e: LloError) -> Result<ToolOutput, ToolError> {
@@ -33,6 +33,23 @@ pub fn to_tool_error(e: LloError) -> ToolError {
 /// Run a tool body whose library errors may be "no data".
 pub fn run_lib(f: impl FnOnce() -> Result<ToolOutput, LloError>) -> Result<ToolOutput, ToolError> {
     f().or_else(lib_err)
+}
+
+/// The `dump_dir` parameter of the LLO dump tools.
+pub fn llo_dump_dir_param(p: Params) -> Params {
+    p.path(
+        "dump_dir",
+        "The --xla_jf_dump_to directory. Default: $XLA_JF_DUMP_DIR.",
+        Some("XLA_JF_DUMP_DIR"),
+    )
+}
+
+/// The required `program` parameter of the tools that read one LLO program.
+pub fn program_param(p: Params) -> Params {
+    p.string(
+        "program",
+        "LLO program name from list_llo_programs (required).",
+    )
 }
 
 /// `--dump_dir`, else `$XLA_JF_DUMP_DIR`, indexed; the listing is recorded for the cache.

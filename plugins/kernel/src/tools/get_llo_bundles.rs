@@ -4,7 +4,10 @@ use xprof_llo::bundles::{self, parse_address_range};
 use xprof_llo::{LloError, hex, read_text};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use crate::common::{open_dump, pick_pass, program_arg, run_lib, tool_to_llo, usize_arg};
+use crate::common::{
+    llo_dump_dir_param, open_dump, pick_pass, program_arg, program_param, run_lib, tool_to_llo,
+    usize_arg,
+};
 
 pub struct GetLloBundles;
 register_tool!(GetLloBundles);
@@ -31,16 +34,7 @@ impl Tool for GetLloBundles {
          from the last `hlo:` attribution), regions."
     }
     fn params(&self) -> Params {
-        Params::new()
-            .path(
-                "dump_dir",
-                "The --xla_jf_dump_to directory. Default: $XLA_JF_DUMP_DIR.",
-                Some("XLA_JF_DUMP_DIR"),
-            )
-            .string(
-                "program",
-                "LLO program name from list_llo_programs (required).",
-            )
+        program_param(llo_dump_dir_param(Params::new()))
             .string_default(
                 "pass_label",
                 "Bundle listing pass: an exact label or a regex.",

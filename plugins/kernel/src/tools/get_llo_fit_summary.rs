@@ -3,7 +3,7 @@ use xprof_llo::dir_from_arg_or_env;
 use xprof_llo::fit::{self, fit_data};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use crate::common::{open_dump, run_lib, tool_to_llo, usize_arg};
+use crate::common::{llo_dump_dir_param, open_dump, run_lib, tool_to_llo, usize_arg};
 
 pub struct GetLloFitSummary;
 register_tool!(GetLloFitSummary);
@@ -29,12 +29,7 @@ impl Tool for GetLloFitSummary {
          most passes."
     }
     fn params(&self) -> Params {
-        Params::new()
-            .path(
-                "dump_dir",
-                "The --xla_jf_dump_to directory. Default: $XLA_JF_DUMP_DIR.",
-                Some("XLA_JF_DUMP_DIR"),
-            )
+        llo_dump_dir_param(Params::new())
             .string(
                 "program",
                 "LLO program name; default: the kernel-classified program with the most passes.",

@@ -3,7 +3,9 @@ use xprof_llo::fit::load_listing;
 use xprof_llo::{matrix, read_text};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use crate::common::{open_dump, pick_pass, program_arg, run_lib, usize_arg};
+use crate::common::{
+    llo_dump_dir_param, open_dump, pick_pass, program_arg, program_param, run_lib, usize_arg,
+};
 
 pub struct GetLloStaticUtilization;
 register_tool!(GetLloStaticUtilization);
@@ -27,16 +29,7 @@ impl Tool for GetLloStaticUtilization {
          passes the final_ one wins, then the highest pass number. Static, not time."
     }
     fn params(&self) -> Params {
-        Params::new()
-            .path(
-                "dump_dir",
-                "The --xla_jf_dump_to directory. Default: $XLA_JF_DUMP_DIR.",
-                Some("XLA_JF_DUMP_DIR"),
-            )
-            .string(
-                "program",
-                "LLO program name from list_llo_programs (required).",
-            )
+        program_param(llo_dump_dir_param(Params::new()))
             .string_default(
                 "pass_label",
                 "Utilization pass: an exact label or a regex.",

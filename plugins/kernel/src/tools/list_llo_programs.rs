@@ -2,7 +2,7 @@ use serde_json::{Value, json};
 use xprof_llo::dump::{checkpoints, classify, custom_call_evidence};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use crate::common::{open_dump, path_string, run_lib};
+use crate::common::{llo_dump_dir_param, open_dump, path_string, run_lib};
 
 pub struct ListLloPrograms;
 register_tool!(ListLloPrograms);
@@ -25,11 +25,7 @@ impl Tool for ListLloPrograms {
          utilization, schedule analysis, static gaps). Kernels are listed first."
     }
     fn params(&self) -> Params {
-        Params::new().path(
-            "dump_dir",
-            "The --xla_jf_dump_to directory. Default: $XLA_JF_DUMP_DIR.",
-            Some("XLA_JF_DUMP_DIR"),
-        )
+        llo_dump_dir_param(Params::new())
     }
     fn output(&self) -> &'static str {
         "{dump_dir, programs: [{program, kind, compile_instances, primary_instance_ts, num_passes, checkpoints: {final_bundles, per_bundle_utilization, schedule_analysis, static_gap_analysis}, custom_call_evidence, evidence_source, passes}]}"
