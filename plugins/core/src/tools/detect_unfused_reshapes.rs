@@ -2,7 +2,7 @@ use serde_json::{Map, Value, json};
 use xprof_memory::{modules, reshapes};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use super::get_memory_viewer::{HLO_FLAGS, list_modules, memory_error, no_data_with_capture};
+use super::get_memory_viewer::{list_modules, memory_error, no_modules};
 use crate::common::{op_stats, session, with_capture};
 
 pub struct DetectUnfusedReshapes;
@@ -58,14 +58,7 @@ impl Tool for DetectUnfusedReshapes {
         let mods = list_modules(call, &s)?;
         let (st, used, mut warnings) = op_stats(call, &s)?;
         if mods.is_empty() {
-            return Ok(no_data_with_capture(
-                &s,
-                &used,
-                "the capture has no HLO modules: no <module>.hlo_proto.pb files in the run \
-                 directory and no `Hlo Proto` in /host:metadata"
-                    .into(),
-                HLO_FLAGS,
-            ));
+            return Ok(no_modules(&s, &used));
         }
         let ops: Vec<reshapes::OpTime> = match xprof_opstats::views::op_db(&st) {
             Some((db, _)) => db

@@ -38,6 +38,18 @@ pub(crate) const HLO_FLAGS: &[&str] = &[
     "ProfileOptions.include_hlo_proto / keep the <module>.hlo_proto.pb files in the run directory",
 ];
 
+/// The answer when the capture has no HLO module at all.
+pub(crate) fn no_modules(s: &Session, used: &[&HostFile]) -> ToolOutput {
+    no_data_with_capture(
+        s,
+        used,
+        "the capture has no HLO modules: no <module>.hlo_proto.pb files in the run directory \
+         and no `Hlo Proto` in /host:metadata"
+            .into(),
+        HLO_FLAGS,
+    )
+}
+
 /// The capture's HLO modules (files and embedded), recording every file read.
 pub(crate) fn list_modules(call: &mut Call, s: &Session) -> Result<Vec<HloModuleRef>, ToolError> {
     for f in &s.hlo_protos {
@@ -147,14 +159,7 @@ impl Tool for GetMemoryViewer {
         let used: Vec<&HostFile> = s.hosts.iter().collect();
         let mods = list_modules(call, &s)?;
         if mods.is_empty() {
-            return Ok(no_data_with_capture(
-                &s,
-                &used,
-                "the capture has no HLO modules: no <module>.hlo_proto.pb files in the run \
-                 directory and no `Hlo Proto` in /host:metadata"
-                    .into(),
-                HLO_FLAGS,
-            ));
+            return Ok(no_modules(&s, &used));
         }
         let Some(name) = module_arg else {
             let mut body = Map::new();

@@ -3,9 +3,7 @@ use xprof_capture::HostFile;
 use xprof_memory::{modules, peak, viewer};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use super::get_memory_viewer::{
-    HLO_FLAGS, list_modules, memory_error, memory_space, no_data_with_capture,
-};
+use super::get_memory_viewer::{list_modules, memory_error, memory_space, no_modules};
 use crate::common::{session, with_capture};
 
 pub struct GetPeakAllocations;
@@ -87,14 +85,7 @@ impl Tool for GetPeakAllocations {
         let used: Vec<&HostFile> = s.hosts.iter().collect();
         let mods = list_modules(call, &s)?;
         if mods.is_empty() {
-            return Ok(no_data_with_capture(
-                &s,
-                &used,
-                "the capture has no HLO modules: no <module>.hlo_proto.pb files in the run \
-                 directory and no `Hlo Proto` in /host:metadata"
-                    .into(),
-                HLO_FLAGS,
-            ));
+            return Ok(no_modules(&s, &used));
         }
         let opt = peak::Options {
             min_size_mib,
