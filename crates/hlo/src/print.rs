@@ -620,51 +620,47 @@ const PRECISION: &[&str] = &["default", "high", "highest", "packed_nibble"];
 
 fn conv_dim_labels(d: &xprof_proto::xla::ConvolutionDimensionNumbers) -> String {
     // XLA's ConvolutionDimensionNumbersToString: b/f plus spatial digits per side.
-    let lhs_rank = d.input_spatial_dimensions.len() + 2;
-    let mut lhs = vec!['?'; lhs_rank];
-    if let Some(c) = lhs.get_mut(d.input_batch_dimension as usize) {
-        *c = 'b';
-    }
-    if let Some(c) = lhs.get_mut(d.input_feature_dimension as usize) {
-        *c = 'f';
-    }
-    for (i, &s) in d.input_spatial_dimensions.iter().enumerate() {
-        if let Some(c) = lhs.get_mut(s as usize) {
-            *c = char::from_digit(i as u32, 36).unwrap_or('?');
-        }
-    }
-    let k_rank = d.kernel_spatial_dimensions.len() + 2;
-    let mut k = vec!['?'; k_rank];
-    if let Some(c) = k.get_mut(d.kernel_input_feature_dimension as usize) {
-        *c = 'i';
-    }
-    if let Some(c) = k.get_mut(d.kernel_output_feature_dimension as usize) {
-        *c = 'o';
-    }
-    for (i, &s) in d.kernel_spatial_dimensions.iter().enumerate() {
-        if let Some(c) = k.get_mut(s as usize) {
-            *c = char::from_digit(i as u32, 36).unwrap_or('?');
-        }
-    }
-    let o_rank = d.output_spatial_dimensions.len() + 2;
-    let mut o = vec!['?'; o_rank];
-    if let Some(c) = o.get_mut(d.output_batch_dimension as usize) {
-        *c = 'b';
-    }
-    if let Some(c) = o.get_mut(d.output_feature_dimension as usize) {
-        *c = 'f';
-    }
-    for (i, &s) in d.output_spatial_dimensions.iter().enumerate() {
-        if let Some(c) = o.get_mut(s as usize) {
-            *c = char::from_digit(i as u32, 36).unwrap_or('?');
-        }
-    }
     format!(
         "{}_{}->{}",
-        lhs.iter().collect::<String>(),
-        k.iter().collect::<String>(),
-        o.iter().collect::<String>()
+        dim_labels(
+            &d.input_spatial_dimensions,
+            [
+                (d.input_batch_dimension, 'b'),
+                (d.input_feature_dimension, 'f')
+            ]
+        ),
+        dim_labels(
+            &d.kernel_spatial_dimensions,
+            [
+                (d.kernel_input_feature_dimension, 'i'),
+                (d.kernel_output_feature_dimension, 'o')
+            ]
+        ),
+        dim_labels(
+            &d.output_spatial_dimensions,
+            [
+                (d.output_batch_dimension, 'b'),
+                (d.output_feature_dimension, 'f')
+            ]
+        )
     )
+}
+
+/// One side of a convolution's dimension labels: rank = spatial dims + 2, the two named
+/// dimensions lettered, spatial ones numbered in order, `?` for any left unassigned.
+fn dim_labels(spatial: &[i64], named: [(i64, char); 2]) -> String {
+    let mut v = vec!['?'; spatial.len() + 2];
+    for (dim, c) in named {
+        if let Some(x) = v.get_mut(dim as usize) {
+            *x = c;
+        }
+    }
+    for (i, &dim) in spatial.iter().enumerate() {
+        if let Some(x) = v.get_mut(dim as usize) {
+            *x = char::from_digit(i as u32, 36).unwrap_or('?');
+        }
+    }
+    v.into_iter().collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1768,6 +1764,31 @@ mod tests {
         assert_eq!(format_g(1e10, 9), "1e+10");
         assert_eq!(format_g(123456789.0, 9), "123456789");
         assert_eq!(format_g(f64::NEG_INFINITY, 9), "-inf");
+    }
+
+    #[test]
+    fn convolution_dim_labels_like_xla() {
+        let nhwc = xprof_proto::xla::ConvolutionDimensionNumbers {
+            input_batch_dimension: 0,
+            input_feature_dimension: 3,
+            input_spatial_dimensions: vec![1, 2],
+            kernel_input_feature_dimension: 2,
+            kernel_output_feature_dimension: 3,
+            kernel_spatial_dimensions: vec![0, 1],
+            output_batch_dimension: 0,
+            output_feature_dimension: 3,
+            output_spatial_dimensions: vec![1, 2],
+        };
+        assert_eq!(conv_dim_labels(&nhwc), "b01f_01io->b01f");
+        // Out-of-range dimensions leave a `?`, later assignments win.
+        let odd = xprof_proto::xla::ConvolutionDimensionNumbers {
+            input_batch_dimension: 7,
+            input_feature_dimension: 1,
+            input_spatial_dimensions: vec![1],
+            output_feature_dimension: -1,
+            ..nhwc
+        };
+        assert_eq!(conv_dim_labels(&odd), "?0?_01io->b01?");
     }
 
     #[test]
