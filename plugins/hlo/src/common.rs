@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use xprof_capture::Session;
-use xprof_hlo::HloError;
 use xprof_hlo::dump::{self, DumpDir};
+use xprof_hlo::{Direction, HloError};
 use xprof_plugin_api::{Call, Params, ToolError};
 pub use xprof_plugin_support::session;
 
@@ -35,6 +35,51 @@ pub fn read_stage(call: &mut Call, path: &std::path::Path) -> Result<String, Too
     let t = dump::read_stage_text(path).map_err(hlo_error)?;
     call.read_file(path);
     Ok(t)
+}
+
+/// How the neighborhood tools walk the graph: `radius`, `direction`, `follow_calls`.
+pub fn walk_params(p: Params) -> Params {
+    p.integer_min("radius", "Hops from the instruction.", Some(2), 0)
+        .string_enum(
+            "direction",
+            "Edges to follow.",
+            &["both", "operands", "users"],
+            "both",
+        )
+        .boolean(
+            "follow_calls",
+            "Also step into called computations (fusion bodies, call/while bodies) and back out to callers.",
+            false,
+        )
+}
+
+/// `max_nodes`, the neighborhood tools' size limit.
+pub fn max_nodes_param(p: Params) -> Params {
+    p.integer_min(
+        "max_nodes",
+        "At most this many nodes (0: no limit).",
+        Some(200),
+        0,
+    )
+}
+
+/// The neighborhood walk a call asks for ([`walk_params`] and [`max_nodes_param`]).
+pub struct Walk {
+    pub radius: usize,
+    pub direction: Direction,
+    pub max_nodes: usize,
+    pub follow_calls: bool,
+}
+
+pub fn walk_args(call: &Call) -> Result<Walk, ToolError> {
+    Ok(Walk {
+        radius: call.usize_or("radius", 2)?,
+        direction: Direction::parse(&call.str_or("direction", "both")?).ok_or_else(|| {
+            ToolError::invalid("argument `direction` must be both, operands or users")
+        })?,
+        max_nodes: call.usize_or("max_nodes", 200)?,
+        follow_calls: call.bool_or("follow_calls", false)?,
+    })
 }
 
 /// `max_lines`: <= 0 means everything.

@@ -1,8 +1,10 @@
 use serde_json::{Map, json};
-use xprof_hlo::graph::{Direction, Graph, render_neighborhood};
+use xprof_hlo::graph::{Graph, render_neighborhood};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use crate::common::{dump_dir, dump_dir_param, hlo_error, read_stage};
+use crate::common::{
+    Walk, dump_dir, dump_dir_param, hlo_error, max_nodes_param, read_stage, walk_args, walk_params,
+};
 
 pub struct GetHloDumpNeighborhood;
 register_tool!(GetHloDumpNeighborhood);
@@ -22,7 +24,7 @@ impl Tool for GetHloDumpNeighborhood {
          downstream)."
     }
     fn params(&self) -> Params {
-        dump_dir_param(
+        let p = dump_dir_param(
             Params::new()
                 .string(
                     "instruction_name",
@@ -32,25 +34,8 @@ impl Tool for GetHloDumpNeighborhood {
                 .string("module_pattern", "Module prefix, name or glob.")
                 .required("module_pattern"),
         )
-        .string_default("stage", "Stage key or alias.", "after_optimizations")
-        .integer_min("radius", "Hops from the instruction.", Some(2), 0)
-        .string_enum(
-            "direction",
-            "Edges to follow.",
-            &["both", "operands", "users"],
-            "both",
-        )
-            .boolean(
-                "follow_calls",
-                "Also step into called computations (fusion bodies, call/while bodies) and back out to callers.",
-                false,
-            )
-        .integer_min(
-            "max_nodes",
-            "At most this many nodes (0: no limit).",
-            Some(200),
-            0,
-        )
+        .string_default("stage", "Stage key or alias.", "after_optimizations");
+        max_nodes_param(walk_params(p))
     }
     fn output(&self) -> &'static str {
         "{format: \"text\", text, module, stage, target, radius, nodes: [{name, computation, opcode, distance, direction, is_root, line}]}"
@@ -75,12 +60,12 @@ impl Tool for GetHloDumpNeighborhood {
         let name = call.req_str("instruction_name")?;
         let pattern = call.req_str("module_pattern")?;
         let stage = call.str_or("stage", "after_optimizations")?;
-        let radius = call.usize_or("radius", 2)?;
-        let direction = Direction::parse(&call.str_or("direction", "both")?).ok_or_else(|| {
-            ToolError::invalid("argument `direction` must be both, operands or users")
-        })?;
-        let max_nodes = call.usize_or("max_nodes", 200)?;
-        let follow_calls = call.bool_or("follow_calls", false)?;
+        let Walk {
+            radius,
+            direction,
+            max_nodes,
+            follow_calls,
+        } = walk_args(call)?;
         let d = dump_dir(call)?;
         let sel = d.select(&pattern).map_err(hlo_error)?;
         let (_, path) = sel.module.resolve_stage(&stage).map_err(hlo_error)?;

@@ -1,9 +1,12 @@
 use serde_json::{Map, json};
-use xprof_hlo::graph::{Direction, Graph};
+use xprof_hlo::graph::Graph;
 use xprof_hlo::print::{PrintOptions, print_module};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use crate::common::{capture_text, hlo_error, load_module, module_param, no_hlo};
+use crate::common::{
+    Walk, capture_text, hlo_error, load_module, max_nodes_param, module_param, no_hlo, walk_args,
+    walk_params,
+};
 
 pub struct GetHloNeighborhood;
 register_tool!(GetHloNeighborhood);
@@ -23,40 +26,24 @@ impl Tool for GetHloNeighborhood {
          form, as XProf's CLI prints them."
     }
     fn params(&self) -> Params {
-        module_param(Params::new().capture())
+        let p = module_param(Params::new().capture())
             .string(
                 "instruction_name",
                 "Instruction name, with or without a leading %.",
             )
-            .required("instruction_name")
-            .integer_min("radius", "Hops from the instruction.", Some(2), 0)
-            .string_enum(
-                "direction",
-                "Edges to follow.",
-                &["both", "operands", "users"],
-                "both",
-            )
-            .boolean(
-                "follow_calls",
-                "Also step into called computations (fusion bodies, call/while bodies) and back out to callers.",
-                false,
-            )
-            .string_enum("fmt", "Text layout.", &["text", "markdown"], "text")
-            .integer_min(
-                "max_nodes",
-                "At most this many nodes (0: no limit).",
-                Some(200),
-                0,
-            )
-            .boolean(
-                "print_metadata",
-                "Include metadata={...} in the lines.",
-                false,
-            )
-            .string_list(
-                "opcode_filter",
-                "Show only nodes with these opcodes (the search still walks through all; the target is always shown).",
-            )
+            .required("instruction_name");
+        max_nodes_param(
+            walk_params(p).string_enum("fmt", "Text layout.", &["text", "markdown"], "text"),
+        )
+        .boolean(
+            "print_metadata",
+            "Include metadata={...} in the lines.",
+            false,
+        )
+        .string_list(
+            "opcode_filter",
+            "Show only nodes with these opcodes (the search still walks through all; the target is always shown).",
+        )
     }
     fn output(&self) -> &'static str {
         "{format: \"text\", text, capture, module_name, target, radius, nodes: [{name, computation, opcode, distance, direction, is_root, line}]}"
@@ -78,13 +65,13 @@ impl Tool for GetHloNeighborhood {
     }
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let name = call.req_str("instruction_name")?;
-        let radius = call.usize_or("radius", 2)?;
-        let direction = Direction::parse(&call.str_or("direction", "both")?).ok_or_else(|| {
-            ToolError::invalid("argument `direction` must be both, operands or users")
-        })?;
+        let Walk {
+            radius,
+            direction,
+            max_nodes,
+            follow_calls,
+        } = walk_args(call)?;
         let markdown = call.str_or("fmt", "text")? == "markdown";
-        let max_nodes = call.usize_or("max_nodes", 200)?;
-        let follow_calls = call.bool_or("follow_calls", false)?;
         let metadata = call.bool_or("print_metadata", false)?;
         let filter = call.str_list("opcode_filter")?;
         let Some(lm) = load_module(call)? else {
