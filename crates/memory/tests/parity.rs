@@ -9,16 +9,7 @@ use xprof_memory::{modules, peak, profile, viewer};
 use xprof_xspace::XSpace;
 
 fn corpus() -> Option<PathBuf> {
-    let dir = std::env::var_os("XPROF_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
-    if dir.join("fixtures").is_dir() {
-        Some(dir)
-    } else if std::env::var_os("CI").is_some() {
-        panic!("corpus missing at {}", dir.display())
-    } else {
-        None
-    }
+    xprof_plugin_api::sdk::testing::corpus(env!("CARGO_MANIFEST_DIR"))
 }
 
 fn own_fixtures() -> PathBuf {
