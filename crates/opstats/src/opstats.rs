@@ -169,13 +169,23 @@ pub fn build(space: &HostSpace) -> OpStats {
     }
 
     let host = space.plane(HOST_THREADS);
-    let host_db = host.map(framework_op_db).unwrap_or_default();
-    let host_xla_db = if hardware_type == HardwareType::CpuOnly {
-        host.and_then(|h| host_xla_op_db(h, &space.modules))
-    } else {
-        None
-    };
-    let steps = step_db(&tpu, &gpu, host);
+    // The three host-plane passes are independent: on a CPU capture each walks every event of
+    // the host threads, so they run side by side.
+    let ((host_db, host_xla_db), steps) = rayon::join(
+        || {
+            rayon::join(
+                || host.map(framework_op_db).unwrap_or_default(),
+                || {
+                    if hardware_type == HardwareType::CpuOnly {
+                        host.and_then(|h| host_xla_op_db(h, &space.modules))
+                    } else {
+                        None
+                    }
+                },
+            )
+        },
+        || step_db(&tpu, &gpu, host),
+    );
     let steps_inferred = if steps.source == StepsSource::None {
         infer_module_steps(devices.first().copied())
     } else {

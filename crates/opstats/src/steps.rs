@@ -75,6 +75,27 @@ pub const GENERIC_NAMES: [&str; 9] = [
 ];
 
 impl EventType {
+    /// Every type in priority order.
+    pub const ALL: [EventType; 14] = [
+        EventType::Unknown,
+        EventType::HostCompute,
+        EventType::HostCompile,
+        EventType::HostToHost,
+        EventType::HostToDevice,
+        EventType::HostPrepare,
+        EventType::DeviceCollectives,
+        EventType::HostWaitInput,
+        EventType::DeviceToDevice,
+        EventType::DeviceToHost,
+        EventType::DeviceCompute32,
+        EventType::DeviceCompute16,
+        EventType::DeviceWaitDevice,
+        EventType::DeviceWaitHost,
+    ];
+    /// Position in [`EventType::ALL`] (the discriminants are 0, 10, …, 130).
+    pub fn rank(self) -> usize {
+        self as usize / 10
+    }
     /// Index into [`GENERIC_NAMES`].
     pub fn generic(self) -> usize {
         use EventType::*;
@@ -214,58 +235,97 @@ pub fn group_host_events(plane: &Plane) -> HostGroups {
     if roots.is_empty() {
         return HostGroups { event_group, roots };
     }
-    // Children on the same line (direct nesting).
-    let mut children: Vec<Vec<Vec<usize>>> = plane
+    // Children on the same line (direct nesting), as one flat adjacency list per line
+    // (`offsets[p]..offsets[p + 1]` of `kids` are p's children): a Vec per event cost one
+    // allocation per parent and 24 bytes per event on captures with millions of events.
+    let children: Vec<(Vec<usize>, Vec<usize>)> = plane
         .lines
         .iter()
-        .map(|l| vec![Vec::new(); l.events.len()])
-        .collect();
-    for (li, line) in plane.lines.iter().enumerate() {
-        let mut order: Vec<usize> = (0..line.events.len()).collect();
-        order.sort_by(|&a, &b| {
-            let (ea, eb) = (&line.events[a], &line.events[b]);
-            ea.start_ps
-                .cmp(&eb.start_ps)
-                .then(eb.duration_ps.cmp(&ea.duration_ps))
-        });
-        let mut stack: Vec<usize> = Vec::new();
-        for i in order {
-            let e = &line.events[i];
-            while let Some(&t) = stack.last() {
-                let p = &line.events[t];
-                if p.start_ps <= e.start_ps && e.end_ps() <= p.end_ps() {
-                    break;
+        .map(|line| {
+            let n = line.events.len();
+            // Start ascending, longer first at the same start, then index: the order of the
+            // former stable sort by (start, duration desc), without indirect comparisons.
+            let mut order: Vec<(i64, std::cmp::Reverse<i64>, usize)> = line
+                .events
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (e.start_ps, std::cmp::Reverse(e.duration_ps), i))
+                .collect();
+            order.sort_unstable();
+            let mut parent = vec![usize::MAX; n];
+            // (start, end, index) of the open ancestors.
+            let mut stack: Vec<(i64, i64, usize)> = Vec::new();
+            for &(start, _, i) in &order {
+                let end = line.events[i].end_ps();
+                while let Some(&(ps, pe, _)) = stack.last() {
+                    if ps <= start && end <= pe {
+                        break;
+                    }
+                    stack.pop();
                 }
-                stack.pop();
+                if let Some(&(_, _, t)) = stack.last() {
+                    parent[i] = t;
+                }
+                stack.push((start, end, i));
             }
-            if let Some(&t) = stack.last() {
-                children[li][t].push(i);
+            let mut offsets = vec![0usize; n + 1];
+            for &p in parent.iter().filter(|&&p| p != usize::MAX) {
+                offsets[p + 1] += 1;
             }
-            stack.push(i);
-        }
-    }
-    // Consumers by (type, id).
-    let mut consumers: HashMap<(u64, u64), Vec<(usize, usize)>> = HashMap::new();
-    let mut producers: HashMap<(u64, u64), usize> = HashMap::new();
+            for k in 0..n {
+                offsets[k + 1] += offsets[k];
+            }
+            let mut fill = offsets.clone();
+            let mut kids = vec![0usize; offsets[n]];
+            for (i, &p) in parent.iter().enumerate() {
+                if p != usize::MAX {
+                    kids[fill[p]] = i;
+                    fill[p] += 1;
+                }
+            }
+            (offsets, kids)
+        })
+        .collect();
+    // Flows: consumers and producers by context (type, id), as sorted vectors. Hash maps of
+    // one Vec per context cost an allocation and a cache miss per flow event, which dominated
+    // on captures with hundreds of thousands of flows.
+    let mut consumers: Vec<((u64, u64), usize, usize)> = Vec::new();
+    let mut producers: Vec<(u64, u64)> = Vec::new();
     for (li, line) in plane.lines.iter().enumerate() {
         for (ei, e) in line.events.iter().enumerate() {
             if let (Some(t), Some(id)) = (
                 e.stats.u64(StatKey::ConsumerType),
                 e.stats.u64(StatKey::ConsumerId),
             ) {
-                consumers.entry((t, id)).or_default().push((li, ei));
+                consumers.push(((t, id), li, ei));
             }
             if let (Some(t), Some(id)) = (
                 e.stats.u64(StatKey::ProducerType),
                 e.stats.u64(StatKey::ProducerId),
             ) {
-                *producers.entry((t, id)).or_default() += 1;
+                producers.push((t, id));
             }
         }
     }
+    consumers.sort_unstable();
+    producers.sort_unstable();
     // XProf does not link a context with 64+ producers and 64+ consumers (an id reused by
     // unrelated events).
-    consumers.retain(|k, c| !(c.len() >= 64 && producers.get(k).is_some_and(|&n| n >= 64)));
+    let num_producers = |k: (u64, u64)| {
+        producers.partition_point(|p| *p <= k) - producers.partition_point(|p| *p < k)
+    };
+    let mut kept = Vec::with_capacity(consumers.len());
+    for run in consumers.chunk_by(|a, b| a.0 == b.0) {
+        if !(run.len() >= 64 && num_producers(run[0].0) >= 64) {
+            kept.extend_from_slice(run);
+        }
+    }
+    let consumers = kept;
+    let consumers_of = |k: (u64, u64)| {
+        let from = consumers.partition_point(|c| c.0 < k);
+        let to = from + consumers[from..].partition_point(|c| c.0 == k);
+        &consumers[from..to]
+    };
     // Higher root levels group first; within a level, earlier roots first.
     let level = |&(li, ei): &(usize, usize)| {
         plane.lines[li].events[ei]
@@ -296,14 +356,15 @@ pub fn group_host_events(plane: &Plane) -> HostGroups {
                 continue;
             }
             event_group[l][e] = Some(gid);
-            work.extend(children[l][e].iter().map(|&c| (l, c)));
+            // Which events a root reaches does not depend on the visiting order.
+            let (offsets, kids) = &children[l];
+            work.extend(kids[offsets[e]..offsets[e + 1]].iter().map(|&c| (l, c)));
             let ev = &plane.lines[l].events[e];
             if let (Some(t), Some(id)) = (
                 ev.stats.u64(StatKey::ProducerType),
                 ev.stats.u64(StatKey::ProducerId),
-            ) && let Some(cs) = consumers.get(&(t, id))
-            {
-                work.extend(cs.iter().copied());
+            ) {
+                work.extend(consumers_of((t, id)).iter().map(|&(_, l, e)| (l, e)));
             }
         }
     }
@@ -323,19 +384,21 @@ pub fn generic_breakdown(spans: &[(EventType, i64, i64)], begin: i64, end: i64) 
         bounds.push((b, true, t));
         bounds.push((e, false, t));
     }
-    // Ascending time; at a tie, ends before starts.
-    bounds.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
-    let mut counts: BTreeMap<EventType, i64> = BTreeMap::new();
+    // Ascending time; at a tie, ends before starts. The order among equal bounds does not
+    // matter: the windows between them are empty.
+    bounds.sort_unstable_by_key(|b| (b.0, b.1));
+    // Open spans per type, indexed by priority (a fixed array instead of an ordered map: this
+    // runs once per event bound).
+    let mut counts = [0i64; EventType::ALL.len()];
     let mut covered = 0u64;
     for w in bounds.windows(2) {
         let (t0, start, ty) = w[0];
-        *counts.entry(ty).or_default() += if start { 1 } else { -1 };
+        let c = &mut counts[ty.rank()];
+        *c += if start { 1 } else { -1 };
         let top = counts
             .iter()
-            .rev()
-            .find(|(_, c)| **c > 0)
-            .map(|(t, _)| *t)
-            .unwrap_or(EventType::Unknown);
+            .rposition(|c| *c > 0)
+            .map_or(EventType::Unknown, |r| EventType::ALL[r]);
         let (s, e) = (t0.max(begin), w[1].0.min(end));
         if e > s {
             let len = crate::nesting::span_len(s, e);
@@ -349,6 +412,32 @@ pub fn generic_breakdown(spans: &[(EventType, i64, i64)], begin: i64, end: i64) 
         out[u] = out[u].saturating_add(dur - covered);
     }
     out
+}
+
+/// What a host event's name says about it (see [`host_steps`]).
+#[derive(Clone, Copy)]
+struct NameClass {
+    /// [`is_explicit_host_step_marker`].
+    marker: bool,
+    /// [`is_real_cpu_compute`].
+    real_compute: bool,
+    /// [`classify_cpu_event`].
+    cpu: EventType,
+    /// `ExecutorState::Process…` (any case): host-side preparation of device work.
+    executor_process: bool,
+}
+
+impl NameClass {
+    fn of(name: &str) -> Self {
+        NameClass {
+            marker: is_explicit_host_step_marker(name),
+            real_compute: is_real_cpu_compute(name),
+            cpu: classify_cpu_event(name),
+            executor_process: name
+                .to_ascii_lowercase()
+                .starts_with("executorstate::process"),
+        }
+    }
 }
 
 /// XProf `ClassifyGpuEvent`.
@@ -403,7 +492,23 @@ fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>) {
     if source == StepsSource::None {
         return (source, Vec::new());
     }
-    let is_root: std::collections::HashSet<(usize, usize)> = roots.iter().copied().collect();
+    // Per line, per event: is it a group's root (a flag per event beats hashing each one).
+    let mut is_root: Vec<Vec<bool>> = plane
+        .lines
+        .iter()
+        .map(|l| vec![false; l.events.len()])
+        .collect();
+    for &(li, ei) in &roots {
+        if let Some(f) = is_root.get_mut(li).and_then(|l| l.get_mut(ei)) {
+            *f = true;
+        }
+    }
+    // Names repeat across millions of events: classify each metadata's name once.
+    let classes: Vec<NameClass> = plane
+        .metadata
+        .iter()
+        .map(|m| NameClass::of(&m.name))
+        .collect();
     // Device step events (GPU).
     let mut device_spans: BTreeMap<i64, Vec<(EventType, i64, i64)>> = BTreeMap::new();
     if !gpus.is_empty() {
@@ -448,11 +553,12 @@ fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>) {
                 continue;
             }
             let name = &plane.meta(e).name;
+            let class = classes
+                .get(e.metadata as usize)
+                .copied()
+                .unwrap_or_else(|| NameClass::of(name));
             let step_name = e.stats.str(StatKey::StepName);
-            if is_explicit_host_step_marker(name)
-                || step_name.is_some()
-                || is_root.contains(&(li, ei))
-            {
+            if class.marker || step_name.is_some() || is_root[li][ei] {
                 let label = match (step_name, e.stats.i64(StatKey::StepNum)) {
                     (Some(s), _) => s.to_string(),
                     (None, Some(n)) => format!("{name} {n}"),
@@ -464,16 +570,13 @@ fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>) {
                 if e.duration_ps as i128 > m.1 as i128 - m.0 as i128 {
                     *m = (e.start_ps, e.end_ps(), label);
                 }
-            } else if is_real_cpu_compute(name) {
+            } else if class.real_compute {
                 let t = if has_device
-                    && (e.stats.has(StatKey::CorrelationId)
-                        || name
-                            .to_ascii_lowercase()
-                            .starts_with("executorstate::process"))
+                    && (e.stats.has(StatKey::CorrelationId) || class.executor_process)
                 {
                     EventType::HostPrepare
                 } else {
-                    classify_cpu_event(name)
+                    class.cpu
                 };
                 spans
                     .entry(gid)
@@ -768,6 +871,14 @@ pub fn infer_module_steps(first_device: Option<&Plane>) -> Vec<(i64, u64, String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn event_type_ranks_follow_the_priority_order() {
+        for (r, t) in EventType::ALL.iter().enumerate() {
+            assert_eq!(t.rank(), r);
+        }
+        assert!(EventType::ALL.windows(2).all(|w| w[0] < w[1]));
+    }
 
     #[test]
     fn breakdown_takes_the_highest_type_and_fills_gaps_with_unknown() {
