@@ -535,18 +535,8 @@ impl GraphDb {
     /// Opcode statistics over top-level instructions: (opcode, count, bytes, flops), by count
     /// (ties: opcode descending, as XProf's CLI orders them).
     pub fn opcode_stats(&self) -> Vec<Value> {
-        let top: HashSet<&str> = self
-            .computations
-            .iter()
-            .filter(|c| c.is_top_level)
-            .map(|c| c.name.as_str())
-            .collect();
         let mut stats: Vec<(String, i64, f64, f64)> = Vec::new();
-        for r in self
-            .instructions
-            .iter()
-            .filter(|r| top.contains(r.computation_name.as_str()))
-        {
+        for r in self.top_level_rows() {
             match stats.iter_mut().find(|s| s.0 == r.opcode) {
                 Some(s) => {
                     s.1 += 1;
@@ -565,18 +555,22 @@ impl GraphDb {
             .collect()
     }
 
-    pub fn summary(&self) -> Value {
+    /// The instructions of top-level computations (not fusion bodies nor called ones), in order.
+    fn top_level_rows(&self) -> Vec<&InstrRow> {
         let top: HashSet<&str> = self
             .computations
             .iter()
             .filter(|c| c.is_top_level)
             .map(|c| c.name.as_str())
             .collect();
-        let rows: Vec<&InstrRow> = self
-            .instructions
+        self.instructions
             .iter()
             .filter(|r| top.contains(r.computation_name.as_str()))
-            .collect();
+            .collect()
+    }
+
+    pub fn summary(&self) -> Value {
+        let rows = self.top_level_rows();
         let mut top_ops = self.opcode_stats();
         for o in &mut top_ops {
             if let Some(m) = o.as_object_mut() {
