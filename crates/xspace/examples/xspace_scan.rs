@@ -59,8 +59,14 @@ fn main() -> std::process::ExitCode {
         eprintln!("usage: xspace_scan CAPTURE [PLANE_REGEX] [EVENT_REGEX] [TOP_N]");
         return std::process::ExitCode::from(2);
     };
-    let plane_re = regex::Regex::new(args.get(1).map_or(".*", |s| s)).expect("plane regex");
-    let event_re = regex::Regex::new(args.get(2).map_or(".*", |s| s)).expect("event regex");
+    // An absent, empty or `.*` pattern matches everything: no regex to compile.
+    let pattern = |k: usize| {
+        args.get(k)
+            .filter(|p| !p.is_empty() && p.as_str() != ".*")
+            .map(|p| regex::Regex::new(p).expect("a valid regex"))
+    };
+    let (plane_re, event_re) = (pattern(1), pattern(2));
+    let matches = |re: &Option<regex::Regex>, s: &str| re.as_ref().is_none_or(|r| r.is_match(s));
     let top_n: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(50);
     let mut path = PathBuf::from(input);
     if path.is_dir() {
@@ -90,7 +96,7 @@ fn main() -> std::process::ExitCode {
     // Per line, accumulate by metadata id (the name is resolved once per id, not per event).
     let lines: Vec<_> = space
         .planes()
-        .filter(|p| plane_re.is_match(p.name()))
+        .filter(|p| matches(&plane_re, p.name()))
         .flat_map(|p| p.lines())
         .collect();
     // Accumulate per run of events (huge lines come in the ~1 MiB runs `open` validated, so one
@@ -125,7 +131,7 @@ fn main() -> std::process::ExitCode {
                 Some(md) => md.name(),
                 None => "Unknown",
             };
-            if event_re.is_match(name) {
+            if matches(&event_re, name) {
                 by_name.entry(name).or_default().merge(acc);
             }
         }
