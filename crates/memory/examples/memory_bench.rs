@@ -102,16 +102,7 @@ fn main() {
             })
             .unwrap_or_default();
         let loaded = modules::load_all(&mods).unwrap();
-        let refs: Vec<reshapes::ModuleRef<'_>> = loaded
-            .iter()
-            .filter_map(|(e, p)| {
-                p.hlo_module.as_ref().map(|m| reshapes::ModuleRef {
-                    display_name: e.name.clone(),
-                    program_id: e.program_id,
-                    proto: m,
-                })
-            })
-            .collect();
+        let refs = reshapes::ModuleRef::all(&loaded);
         std::hint::black_box(reshapes::detect(&refs, &ops));
     });
     let ms = |d: Duration| d.as_secs_f64() * 1e3;

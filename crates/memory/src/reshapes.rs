@@ -13,8 +13,9 @@
 use std::collections::{HashMap, HashSet};
 
 use serde_json::{Value, json};
+use xprof_capture::HloModuleRef;
 use xprof_hlo::print::{ModuleView, PrintOptions};
-use xprof_proto::xla::{HloInstructionProto, HloModuleProto};
+use xprof_proto::xla::{HloInstructionProto, HloModuleProto, HloProto};
 
 use crate::viewer::unpadded_size;
 
@@ -30,6 +31,23 @@ pub struct ModuleRef<'a> {
     pub display_name: String,
     pub program_id: Option<u64>,
     pub proto: &'a HloModuleProto,
+}
+
+impl<'a> ModuleRef<'a> {
+    /// The modules of a capture as [`crate::modules::load_all`] decodes them (a proto
+    /// without an `hlo_module` has nothing to detect and is left out).
+    pub fn all(loaded: &'a [(HloModuleRef, HloProto)]) -> Vec<ModuleRef<'a>> {
+        loaded
+            .iter()
+            .filter_map(|(e, p)| {
+                p.hlo_module.as_ref().map(|m| ModuleRef {
+                    display_name: e.name.clone(),
+                    program_id: e.program_id,
+                    proto: m,
+                })
+            })
+            .collect()
+    }
 }
 
 /// What the capture measured for one op (summed over occurrences).

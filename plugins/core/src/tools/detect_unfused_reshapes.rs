@@ -83,16 +83,7 @@ impl Tool for DetectUnfusedReshapes {
             }
         };
         let loaded = modules::load_all(&mods).map_err(memory_error)?;
-        let refs: Vec<reshapes::ModuleRef<'_>> = loaded
-            .iter()
-            .filter_map(|(e, p)| {
-                p.hlo_module.as_ref().map(|m| reshapes::ModuleRef {
-                    display_name: e.name.clone(),
-                    program_id: e.program_id,
-                    proto: m,
-                })
-            })
-            .collect();
+        let refs = reshapes::ModuleRef::all(&loaded);
         let found = reshapes::detect(&refs, &ops);
         let total = found.len();
         let (bad, other): (Vec<_>, Vec<_>) = found.iter().partition(|f| f.feeds_compute());
