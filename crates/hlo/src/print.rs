@@ -54,6 +54,32 @@ impl PrintOptions {
 // ---------------------------------------------------------------------------------------------
 // Shapes
 
+/// Bits of one element of primitive type `t` (0 for tuples, tokens, opaque and unknown types).
+pub fn element_bits(t: i32) -> u64 {
+    use PrimitiveType as P;
+    match P::try_from(t).unwrap_or(P::Invalid) {
+        P::S1 | P::U1 => 1,
+        P::S2 | P::U2 => 2,
+        P::S4 | P::U4 | P::F4e2m1fn => 4,
+        P::Pred
+        | P::S8
+        | P::U8
+        | P::F8e5m2
+        | P::F8e4m3
+        | P::F8e4m3fn
+        | P::F8e4m3b11fnuz
+        | P::F8e3m4
+        | P::F8e5m2fnuz
+        | P::F8e4m3fnuz
+        | P::F8e8m0fnu => 8,
+        P::S16 | P::U16 | P::F16 | P::Bf16 => 16,
+        P::S32 | P::U32 | P::F32 => 32,
+        P::S64 | P::U64 | P::F64 | P::C64 => 64,
+        P::C128 => 128,
+        _ => 0,
+    }
+}
+
 pub fn type_name(t: i32) -> String {
     match PrimitiveType::try_from(t) {
         Ok(PrimitiveType::OpaqueType) => "opaque".into(),
@@ -1764,6 +1790,27 @@ mod tests {
         assert_eq!(format_g(1e10, 9), "1e+10");
         assert_eq!(format_g(123456789.0, 9), "123456789");
         assert_eq!(format_g(f64::NEG_INFINITY, 9), "-inf");
+    }
+
+    #[test]
+    fn element_widths() {
+        use PrimitiveType as P;
+        let bits = |t: P| element_bits(t as i32);
+        assert_eq!(
+            [
+                P::Pred,
+                P::S4,
+                P::F4e2m1fn,
+                P::U1,
+                P::Bf16,
+                P::F8e4m3fn,
+                P::C64,
+                P::C128
+            ]
+            .map(bits),
+            [8, 4, 4, 1, 16, 8, 64, 128]
+        );
+        assert_eq!([P::Tuple, P::Token, P::OpaqueType].map(bits), [0, 0, 0]);
     }
 
     #[test]

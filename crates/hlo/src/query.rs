@@ -16,7 +16,9 @@ use serde_json::{Map, Value, json};
 use xprof_proto::xla::{HloInstructionProto, PrimitiveType, ShapeProto};
 
 use crate::error::HloError;
-use crate::print::{ModuleView, PrintOptions, layout_string, shape_with_layout, type_name};
+use crate::print::{
+    ModuleView, PrintOptions, element_bits, layout_string, shape_with_layout, type_name,
+};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct CompRow {
@@ -88,30 +90,9 @@ pub struct GraphDb {
     operands: Vec<Vec<usize>>,
 }
 
+/// Bytes of one element of `t`: fractions for sub-byte types (packed, as XProf counts them).
 fn element_bytes(t: i32) -> f64 {
-    use PrimitiveType as P;
-    match PrimitiveType::try_from(t) {
-        Ok(P::Pred | P::S8 | P::U8) => 1.0,
-        Ok(P::S16 | P::U16 | P::F16 | P::Bf16) => 2.0,
-        Ok(P::S32 | P::U32 | P::F32) => 4.0,
-        Ok(P::S64 | P::U64 | P::F64 | P::C64) => 8.0,
-        Ok(P::C128) => 16.0,
-        Ok(P::S4 | P::U4) => 0.5,
-        Ok(P::S2 | P::U2) => 0.25,
-        Ok(P::S1 | P::U1) => 0.125,
-        Ok(
-            P::F8e5m2
-            | P::F8e4m3
-            | P::F8e4m3fn
-            | P::F8e4m3b11fnuz
-            | P::F8e3m4
-            | P::F8e5m2fnuz
-            | P::F8e4m3fnuz
-            | P::F8e8m0fnu,
-        ) => 1.0,
-        Ok(P::F4e2m1fn) => 0.5,
-        _ => 0.0,
-    }
+    element_bits(t) as f64 / 8.0
 }
 
 fn elements(s: &ShapeProto) -> f64 {

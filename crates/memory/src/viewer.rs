@@ -19,6 +19,8 @@ use xprof_proto::xla::{
     ShapeProto, StackFrameIndexProto,
 };
 
+use xprof_hlo::print::element_bits;
+
 use crate::MemoryError;
 
 /// Buffers smaller than this are summed into one "small" heap object (XProf's default).
@@ -28,29 +30,13 @@ fn mib(bytes: i64) -> f64 {
     bytes as f64 / (1u64 << 20) as f64
 }
 
-/// Bytes of one element of `t` (sub-byte types take a byte each, as without a packed layout).
+/// Bytes of one element of `t` (sub-byte types take a byte each, as without a packed layout;
+/// opaque values are 8-byte pointers).
 fn element_bytes(t: i32) -> i64 {
-    use PrimitiveType as P;
-    match P::try_from(t) {
-        Ok(P::Pred | P::S1 | P::S2 | P::S4 | P::S8 | P::U1 | P::U2 | P::U4 | P::U8) => 1,
-        Ok(
-            P::F8e5m2
-            | P::F8e4m3
-            | P::F8e4m3fn
-            | P::F8e4m3b11fnuz
-            | P::F8e3m4
-            | P::F8e5m2fnuz
-            | P::F8e4m3fnuz
-            | P::F4e2m1fn
-            | P::F8e8m0fnu,
-        ) => 1,
-        Ok(P::S16 | P::U16 | P::F16 | P::Bf16) => 2,
-        Ok(P::S32 | P::U32 | P::F32) => 4,
-        Ok(P::S64 | P::U64 | P::F64 | P::C64) => 8,
-        Ok(P::C128) => 16,
-        Ok(P::OpaqueType) => 8,
-        _ => 0,
+    if t == PrimitiveType::OpaqueType as i32 {
+        return 8;
     }
+    element_bits(t).div_ceil(8) as i64
 }
 
 /// The size of `shape` without layout padding or tiling (`ShapeUtil::ByteSizeOf` on the
