@@ -15,6 +15,9 @@
 //!   hlo_stats, op_profile, roofline model, device information; each returns plain structs or
 //!   JSON the tools print.
 //!
+//! * [`events`] — filtered scans of raw events on the lazy reader (paged lists, durations
+//!   grouped by name), in parallel.
+//!
 //! Follow-up views (memory profile, pod viewer, input pipeline, framework op stats, kernel
 //! stats, smart suggestions) read the same `OpStats` (framework-op stats from
 //! [`views::framework_op_db`], steps from `OpStats::steps`).
@@ -65,6 +68,7 @@
 pub mod adapter;
 pub mod breakdown;
 pub mod device;
+pub mod events;
 pub mod format;
 pub mod host;
 pub mod load;

@@ -1,6 +1,5 @@
-use std::collections::HashMap;
-
 use serde_json::{Map, Value, json};
+use xprof_opstats::events::group_stats;
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
 use super::list_xplane_events::{EventFilter, one_host};
@@ -8,15 +7,6 @@ use crate::common::with_capture;
 
 pub struct AggregateXplaneEvents;
 register_tool!(AggregateXplaneEvents);
-
-fn percentile(sorted: &[i64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let pos = q * (sorted.len() - 1) as f64;
-    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-    sorted[lo] as f64 + (sorted[hi] as f64 - sorted[lo] as f64) * (pos - lo as f64)
-}
 
 /// `event,plane,line` → which keys group (at least one).
 fn group_keys(spec: &str) -> Result<(bool, bool, bool), ToolError> {
@@ -80,31 +70,11 @@ impl Tool for AggregateXplaneEvents {
         let (by_event, by_plane, by_line) = group_keys(&call.str_or("group_by", "event")?)?;
         let top_n = call.usize_or("top_n", 50)?.max(1);
         let (s, idx, space) = one_host(call)?;
-        let mut groups: HashMap<(String, String, String), Vec<i64>> = HashMap::new();
-        let mut matched = 0usize;
-        filter.for_each(&space, |plane, line, _, name, _, _, dur| {
-            let pick = |on: bool, v: &str| if on { v.to_string() } else { String::new() };
-            let key = (
-                pick(by_event, name),
-                pick(by_plane, plane),
-                pick(by_line, line),
-            );
-            groups.entry(key).or_default().push(dur);
-            matched += 1;
-            true
-        });
-        let mut aggs: Vec<(i64, Value)> = groups
+        let (matched, groups) =
+            filter.with_query(|q| q.group_durations(&space, by_event, by_plane, by_line));
+        let mut aggs: Vec<(i64, Value)> = group_stats(groups)
             .into_iter()
-            .map(|((name, plane, line), mut d)| {
-                d.sort_unstable();
-                let n = d.len() as f64;
-                let total: i64 = d.iter().fold(0i64, |a, b| a.saturating_add(*b));
-                let mean = total as f64 / n;
-                let sd = if d.len() > 1 {
-                    (d.iter().map(|x| (*x as f64 - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
-                } else {
-                    0.0
-                };
+            .map(|((name, plane, line), st)| {
                 let mut m = Map::new();
                 if by_event {
                     m.insert("event".into(), json!(name));
@@ -115,23 +85,21 @@ impl Tool for AggregateXplaneEvents {
                 if by_line {
                     m.insert("line".into(), json!(line));
                 }
-                m.insert("count".into(), json!(d.len()));
-                m.insert("total_duration_ps".into(), json!(total));
-                m.insert("avg_duration_ps".into(), json!(mean));
-                m.insert("min_duration_ps".into(), json!(d[0]));
-                m.insert("p50_duration_ps".into(), json!(percentile(&d, 0.5)));
-                m.insert("p90_duration_ps".into(), json!(percentile(&d, 0.9)));
-                m.insert("p99_duration_ps".into(), json!(percentile(&d, 0.99)));
-                m.insert("max_duration_ps".into(), json!(d[d.len() - 1]));
-                m.insert("std_dev_ps".into(), json!(sd));
-                (total, Value::Object(m))
+                m.insert("count".into(), json!(st.count));
+                m.insert("total_duration_ps".into(), json!(st.total));
+                m.insert("avg_duration_ps".into(), json!(st.mean));
+                m.insert("min_duration_ps".into(), json!(st.min));
+                m.insert("p50_duration_ps".into(), json!(st.p50));
+                m.insert("p90_duration_ps".into(), json!(st.p90));
+                m.insert("p99_duration_ps".into(), json!(st.p99));
+                m.insert("max_duration_ps".into(), json!(st.max));
+                m.insert("std_dev_ps".into(), json!(st.std_dev));
+                (st.total, Value::Object(m))
             })
             .collect();
-        // Deterministic order: total desc, then the group's keys.
-        aggs.sort_by(|a, b| {
-            b.0.cmp(&a.0)
-                .then_with(|| a.1.to_string().cmp(&b.1.to_string()))
-        });
+        // Deterministic order: total desc, then the group's JSON text (one rendering per
+        // group, not two per comparison).
+        aggs.sort_by_cached_key(|(total, v)| (std::cmp::Reverse(*total), v.to_string()));
         let total = aggs.len();
         let mut body = Map::new();
         body.insert("total_event_types".into(), json!(total));

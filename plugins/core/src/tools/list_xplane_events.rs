@@ -1,5 +1,6 @@
 use regex::Regex;
 use serde_json::{Map, Value, json};
+use xprof_opstats::events::EventQuery;
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 use xprof_xspace::XSpace;
 
@@ -68,51 +69,33 @@ impl EventFilter {
         Ok(f)
     }
 
-    /// Visit matching events in plane/line/event order: (plane, line, event name, line-relative
-    /// offset, absolute start, duration). Return false from `f` to stop.
-    pub fn for_each(
-        &self,
-        space: &XSpace,
-        mut f: impl FnMut(&str, &str, i64, &str, i64, i64, i64) -> bool,
-    ) {
-        for p in space.planes() {
-            if !self.plane.is_match(p.name()) {
-                continue;
-            }
-            for l in p.lines() {
-                if !self.line.is_match(l.name()) {
-                    continue;
-                }
-                for e in l.events() {
-                    let name = match e.metadata() {
-                        Some(m) if !m.display_name().is_empty() => m.display_name(),
-                        Some(m) => m.name(),
-                        None => "Unknown",
-                    };
-                    if !self.event.is_match(name) {
-                        continue;
-                    }
-                    let (start, dur) = (e.start_ps(), e.duration_ps());
-                    let end = start.saturating_add(dur);
-                    let outside = if self.overlap {
-                        self.start_ps.is_some_and(|s| end < s)
-                            || self.end_ps.is_some_and(|x| start > x)
-                    } else {
-                        self.start_ps.is_some_and(|s| start < s)
-                            || self.end_ps.is_some_and(|x| end > x)
-                    };
-                    if outside
-                        || self.min_dur.is_some_and(|d| dur < d)
-                        || self.max_dur.is_some_and(|d| dur > d)
-                    {
-                        continue;
-                    }
-                    if !f(p.name(), l.name(), l.id(), name, e.offset_ps(), start, dur) {
-                        return;
-                    }
-                }
-            }
+    /// The scan these filters describe (see `xprof_opstats::events`).
+    pub fn query<'f>(
+        &'f self,
+        plane: &'f (dyn Fn(&str) -> bool + Sync),
+        line: &'f (dyn Fn(&str) -> bool + Sync),
+        event: &'f (dyn Fn(&str) -> bool + Sync),
+    ) -> EventQuery<'f> {
+        EventQuery {
+            plane,
+            line,
+            event,
+            start_ps: self.start_ps,
+            end_ps: self.end_ps,
+            min_duration_ps: self.min_dur,
+            max_duration_ps: self.max_dur,
+            overlap: self.overlap,
         }
+    }
+
+    /// Run `f` with the scan these filters describe.
+    pub fn with_query<T>(&self, f: impl FnOnce(&EventQuery<'_>) -> T) -> T {
+        let (p, l, e) = (
+            |s: &str| self.plane.is_match(s),
+            |s: &str| self.line.is_match(s),
+            |s: &str| self.event.is_match(s),
+        );
+        f(&self.query(&p, &l, &e))
     }
 }
 
@@ -185,18 +168,17 @@ impl Tool for ListXplaneEvents {
         };
         let skip = call.usize_or("offset", 0)?;
         let (s, idx, space) = one_host(call)?;
-        let mut events = Vec::new();
-        let mut matched = 0usize;
-        filter.for_each(&space, |plane, line, line_id, name, offset, start, dur| {
-            if matched >= skip && events.len() < max {
-                events.push(json!({
-                    "plane": plane, "line": line, "line_id": line_id.to_string(), "event": name,
-                    "offset_ps": offset, "start_ps": start, "duration_ps": dur,
-                }));
-            }
-            matched += 1;
-            true
-        });
+        let (matched, hits) = filter.with_query(|q| q.page(&space, skip, max));
+        let events: Vec<Value> = hits
+            .iter()
+            .map(|h| {
+                json!({
+                    "plane": h.plane, "line": h.line, "line_id": h.line_id.to_string(),
+                    "event": h.name, "offset_ps": h.offset_ps, "start_ps": h.start_ps,
+                    "duration_ps": h.duration_ps,
+                })
+            })
+            .collect();
         let mut body = Map::new();
         let n = events.len();
         body.insert("events".into(), Value::Array(events));

@@ -73,18 +73,23 @@ impl Tool for ListXplaneLines {
                             "Steps" if n > 0 => steps = true,
                             _ => {}
                         }
-                        if root_id.is_some() || hlo_op_id.is_some() {
-                            for e in l.events() {
-                                if let Some(r) = root_id
-                                    && e.stat_by_id(r).is_some()
-                                {
-                                    steps = true;
-                                }
-                                if let Some(h) = hlo_op_id
-                                    && e.stat_by_id(h).is_some()
-                                {
-                                    host_ops = true;
-                                }
+                        // Look for `_r` / `hlo_op` only while the answer is still unknown:
+                        // once both flags are set no event can change them.
+                        for e in l.events() {
+                            let want_root = root_id.filter(|_| !steps);
+                            let want_hlo = hlo_op_id.filter(|_| !host_ops);
+                            if want_root.is_none() && want_hlo.is_none() {
+                                break;
+                            }
+                            if let Some(r) = want_root
+                                && e.stat_by_id(r).is_some()
+                            {
+                                steps = true;
+                            }
+                            if let Some(h) = want_hlo
+                                && e.stat_by_id(h).is_some()
+                            {
+                                host_ops = true;
                             }
                         }
                         json!({"name": l.name(), "id": l.id().to_string(), "event_count": n})
