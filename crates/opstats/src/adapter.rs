@@ -272,24 +272,34 @@ impl<T: Copy> IdMap<T> {
     }
 }
 
-/// Per-plane resolution for the lazy reader: stat ids → keys, ref strings shared.
-struct ReaderResolver<'a> {
-    keys: IdMap<StatKey>,
+/// Resolution for the lazy reader: stat ids → keys (one table per plane, shared by the
+/// threads converting its lines), ref and string values shared per thread.
+struct ReaderResolver<'k, 'a> {
+    keys: &'k IdMap<StatKey>,
     refs: HashMap<u64, Arc<str>>,
+    /// String values already seen: events repeat the same few (`hlo_op`, `hlo_module`,
+    /// `tf_op` …) millions of times, so each distinct string is allocated once per thread
+    /// instead of once per event.
+    strs: HashMap<&'a str, Arc<str>>,
     plane: xprof_xspace::Plane<'a>,
 }
 
-impl<'a> ReaderResolver<'a> {
-    fn new(plane: xprof_xspace::Plane<'a>) -> Self {
-        let keys = IdMap::new(
-            plane
-                .stat_metadata_iter()
-                .filter_map(|m| StatKey::from_name(m.name()).map(|k| (m.id(), k)))
-                .collect(),
-        );
+/// The plane's stat id → key table.
+fn reader_keys(plane: xprof_xspace::Plane<'_>) -> IdMap<StatKey> {
+    IdMap::new(
+        plane
+            .stat_metadata_iter()
+            .filter_map(|m| StatKey::from_name(m.name()).map(|k| (m.id(), k)))
+            .collect(),
+    )
+}
+
+impl<'k, 'a> ReaderResolver<'k, 'a> {
+    fn new(plane: xprof_xspace::Plane<'a>, keys: &'k IdMap<StatKey>) -> Self {
         ReaderResolver {
             keys,
             refs: HashMap::new(),
+            strs: HashMap::new(),
             plane,
         }
     }
@@ -305,7 +315,9 @@ impl<'a> ReaderResolver<'a> {
                 V::Double(d) => StatValue::Double(d),
                 V::Uint(u) => StatValue::Uint(u),
                 V::Int(i) => StatValue::Int(i),
-                V::Str(x) => StatValue::Str(Arc::from(x)),
+                V::Str(x) => {
+                    StatValue::Str(self.strs.entry(x).or_insert_with(|| Arc::from(x)).clone())
+                }
                 V::Bytes(b) => StatValue::Bytes(Arc::from(b)),
                 V::Ref(r) => {
                     let plane = self.plane;
@@ -342,13 +354,17 @@ fn engine_reads_line(plane: &str, line: &str) -> bool {
     )
 }
 
-/// Convert one plane read by the lazy reader.
+/// Convert one plane read by the lazy reader. Events are converted in parallel: every line
+/// in the runs the reader validated (a CPU capture puts most events on one plane, and a
+/// handful of threads on it), each run into its place in the line's event vector.
 pub fn plane_from_reader(p: xprof_xspace::Plane<'_>) -> Plane {
-    let mut r = ReaderResolver::new(p);
-    let mut keys: Vec<(i64, u32)> = Vec::new();
+    use rayon::prelude::*;
+    let keys = reader_keys(p);
+    let mut r = ReaderResolver::new(p, &keys);
+    let mut ids: Vec<(i64, u32)> = Vec::new();
     let mut metadata = Vec::new();
     for m in p.event_metadata_iter() {
-        keys.push((m.key(), metadata.len() as u32));
+        ids.push((m.key(), metadata.len() as u32));
         metadata.push(EventMetadata {
             id: m.id(),
             name: m.name().to_string(),
@@ -357,7 +373,7 @@ pub fn plane_from_reader(p: xprof_xspace::Plane<'_>) -> Plane {
             children: Vec::new(),
         });
     }
-    let index = IdMap::new(keys);
+    let index = IdMap::new(ids);
     for m in p.event_metadata_iter() {
         let children: Vec<u32> = m.child_ids().iter().filter_map(|c| index.get(*c)).collect();
         if let Some(i) = index.get(m.key()) {
@@ -366,24 +382,53 @@ pub fn plane_from_reader(p: xprof_xspace::Plane<'_>) -> Plane {
     }
     let unknown = metadata.len() as u32;
     metadata.push(EventMetadata::default());
-    let lines = p
+    let plane_stats = r.resolve(p.stats());
+    let reader_lines: Vec<xprof_xspace::Line<'_>> = p
         .lines()
         .filter(|l| engine_reads_line(p.name(), l.name()))
-        .map(|l| Line {
+        .collect();
+    // Each line's events, sized from the reader's counts; runs fill disjoint slices.
+    let runs_per_line: Vec<Vec<xprof_xspace::Events<'_>>> =
+        reader_lines.iter().map(|l| l.event_runs()).collect();
+    let mut events: Vec<Vec<Event>> = runs_per_line
+        .iter()
+        .map(|runs| {
+            let n = runs.iter().map(ExactSizeIterator::len).sum();
+            let mut v = Vec::with_capacity(n);
+            v.resize_with(n, Event::default);
+            v
+        })
+        .collect();
+    let mut work: Vec<(&mut [Event], xprof_xspace::Events<'_>)> = Vec::new();
+    for (slots, runs) in events.iter_mut().zip(runs_per_line) {
+        let mut rest: &mut [Event] = slots;
+        for run in runs {
+            let (mine, tail) = std::mem::take(&mut rest).split_at_mut(run.len());
+            work.push((mine, run));
+            rest = tail;
+        }
+    }
+    work.into_par_iter().for_each(|(slots, run)| {
+        let mut r = ReaderResolver::new(p, &keys);
+        for (slot, e) in slots.iter_mut().zip(run) {
+            *slot = Event {
+                metadata: index.get(e.metadata_id()).unwrap_or(unknown),
+                start_ps: e.start_ps(),
+                duration_ps: e.duration_ps(),
+                num_occurrences: e.num_occurrences(),
+                stats: r.resolve(e.stats()),
+            };
+        }
+    });
+    let lines = reader_lines
+        .iter()
+        .zip(events)
+        .map(|(l, events)| Line {
             id: l.id(),
             name: l.name().to_string(),
             display_name: l.display_name().to_string(),
             timestamp_ns: l.timestamp_ns(),
-            events: l
-                .events()
-                .map(|e| Event {
-                    metadata: index.get(e.metadata_id()).unwrap_or(unknown),
-                    start_ps: e.start_ps(),
-                    duration_ps: e.duration_ps(),
-                    num_occurrences: e.num_occurrences(),
-                    stats: r.resolve(e.stats()),
-                })
-                .collect(),
+            events,
         })
         .collect();
     Plane {
@@ -391,7 +436,7 @@ pub fn plane_from_reader(p: xprof_xspace::Plane<'_>) -> Plane {
         name: p.name().to_string(),
         lines,
         metadata,
-        stats: r.resolve(p.stats()),
+        stats: plane_stats,
     }
 }
 
@@ -406,12 +451,16 @@ pub fn host_space_from_reader(
         .planes()
         .filter(|p| p.name() != "/host:metadata")
         .collect();
-    let planes: Vec<Plane> = planes.into_par_iter().map(plane_from_reader).collect();
-    let embedded = xprof_xspace::hlo::embedded_hlo_modules(space);
-    let infos: Vec<HloModuleInfo> = embedded
-        .par_iter()
-        .filter_map(|m| module_info(m.program_id, &m.decode().ok()?))
-        .collect();
+    // Planes and the embedded HLO modules (decoded and printed) are independent.
+    let (planes, infos): (Vec<Plane>, Vec<HloModuleInfo>) = rayon::join(
+        || planes.into_par_iter().map(plane_from_reader).collect(),
+        || {
+            xprof_xspace::hlo::embedded_hlo_modules(space)
+                .par_iter()
+                .filter_map(|m| module_info(m.program_id, &m.decode().ok()?))
+                .collect()
+        },
+    );
     let mut modules = HashMap::new();
     for info in infos {
         modules.entry(info.program_id).or_insert(info);

@@ -173,13 +173,28 @@ pub fn host_xla_op_db(plane: &Plane, modules: &HashMap<u64, HloModuleInfo>) -> O
             .max()
             .unwrap_or(0);
         let mut b = NamedDbBuilder::new();
+        // The program of the last `hlo_module` name seen: consecutive ops share their module.
+        let mut last_module: Option<(&str, u64)> = None;
         nest(&mut spans, |i, dur, children, _| {
             let e = &line.events[i];
             let op_name = e.stats.str(StatKey::HloOp).unwrap_or_default();
-            let pid = event_program(&e.stats, modules, &by_name);
-            let module = modules.get(&pid);
-            let instr = module.and_then(|m| m.instructions.get(op_name));
+            let pid = match (
+                e.stats.u64(StatKey::ProgramId),
+                e.stats.str(StatKey::HloModule),
+            ) {
+                (None, Some(m)) => match last_module {
+                    Some((name, pid)) if name == m => pid,
+                    _ => {
+                        let pid = event_program(&e.stats, modules, &by_name);
+                        last_module = Some((m, pid));
+                        pid
+                    }
+                },
+                _ => event_program(&e.stats, modules, &by_name),
+            };
             b.enter(pid, op_name, dur, dur.saturating_sub(children), || {
+                // Looked up once per op (the first occurrence), not per event.
+                let instr = modules.get(&pid).and_then(|m| m.instructions.get(op_name));
                 let mut op = OpMetrics {
                     core_type: CoreType::Host,
                     category: "unknown".into(),

@@ -380,7 +380,9 @@ impl KeyedDbBuilder {
 #[derive(Default)]
 pub struct NamedDbBuilder {
     ops: Vec<OpMetrics>,
-    index: HashMap<(u64, String), usize>,
+    /// Program id → name → position in `ops`: two levels so a lookup borrows the name (this
+    /// runs once per event; a `(u64, String)` key cost an allocation per lookup).
+    index: HashMap<u64, HashMap<String, usize>>,
 }
 
 impl NamedDbBuilder {
@@ -398,7 +400,7 @@ impl NamedDbBuilder {
         self_time_ps: u64,
         template: impl FnOnce() -> OpMetrics,
     ) {
-        let i = match self.index.get(&(program_id, name.to_string())) {
+        let i = match self.index.get(&program_id).and_then(|m| m.get(name)) {
             Some(&i) => i,
             None => {
                 let mut op = template();
@@ -410,7 +412,9 @@ impl NamedDbBuilder {
                 op.min_time_ps = u64::MAX;
                 op.num_cores = 1;
                 self.index
-                    .insert((program_id, name.to_string()), self.ops.len());
+                    .entry(program_id)
+                    .or_default()
+                    .insert(name.to_string(), self.ops.len());
                 self.ops.push(op);
                 self.ops.len() - 1
             }
