@@ -18,6 +18,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use rayon::prelude::*;
+
 use crate::device::{STEPS, XLA_MODULES, device_span};
 use crate::model::{Line, Plane, StatKey};
 use crate::tfop::{TfOpCategory, parse_tf_op};
@@ -223,11 +225,29 @@ pub fn group_host_events(plane: &Plane) -> HostGroups {
         .iter()
         .map(|l| vec![None; l.events.len()])
         .collect();
+    // Roots and flows in one pass over the events' stats (each pass over millions of events'
+    // stats is bound by memory latency). Flows: consumers and producers by context (type,
+    // id), as sorted vectors; hash maps of one Vec per context cost an allocation and a cache
+    // miss per flow event.
     let mut roots: Vec<(usize, usize)> = Vec::new();
+    let mut consumers: Vec<((u64, u64), usize, usize)> = Vec::new();
+    let mut producers: Vec<(u64, u64)> = Vec::new();
     for (li, line) in plane.lines.iter().enumerate() {
         for (ei, e) in line.events.iter().enumerate() {
             if e.stats.i64(StatKey::IsRoot).is_some_and(|v| v > 0) {
                 roots.push((li, ei));
+            }
+            if let (Some(t), Some(id)) = (
+                e.stats.u64(StatKey::ConsumerType),
+                e.stats.u64(StatKey::ConsumerId),
+            ) {
+                consumers.push(((t, id), li, ei));
+            }
+            if let (Some(t), Some(id)) = (
+                e.stats.u64(StatKey::ProducerType),
+                e.stats.u64(StatKey::ProducerId),
+            ) {
+                producers.push((t, id));
             }
         }
     }
@@ -238,9 +258,10 @@ pub fn group_host_events(plane: &Plane) -> HostGroups {
     // Children on the same line (direct nesting), as one flat adjacency list per line
     // (`offsets[p]..offsets[p + 1]` of `kids` are p's children): a Vec per event cost one
     // allocation per parent and 24 bytes per event on captures with millions of events.
+    // Lines are independent: built in parallel.
     let children: Vec<(Vec<usize>, Vec<usize>)> = plane
         .lines
-        .iter()
+        .par_iter()
         .map(|line| {
             let n = line.events.len();
             // Start ascending, longer first at the same start, then index: the order of the
@@ -286,27 +307,6 @@ pub fn group_host_events(plane: &Plane) -> HostGroups {
             (offsets, kids)
         })
         .collect();
-    // Flows: consumers and producers by context (type, id), as sorted vectors. Hash maps of
-    // one Vec per context cost an allocation and a cache miss per flow event, which dominated
-    // on captures with hundreds of thousands of flows.
-    let mut consumers: Vec<((u64, u64), usize, usize)> = Vec::new();
-    let mut producers: Vec<(u64, u64)> = Vec::new();
-    for (li, line) in plane.lines.iter().enumerate() {
-        for (ei, e) in line.events.iter().enumerate() {
-            if let (Some(t), Some(id)) = (
-                e.stats.u64(StatKey::ConsumerType),
-                e.stats.u64(StatKey::ConsumerId),
-            ) {
-                consumers.push(((t, id), li, ei));
-            }
-            if let (Some(t), Some(id)) = (
-                e.stats.u64(StatKey::ProducerType),
-                e.stats.u64(StatKey::ProducerId),
-            ) {
-                producers.push((t, id));
-            }
-        }
-    }
     consumers.sort_unstable();
     producers.sort_unstable();
     // XProf does not link a context with 64+ producers and 64+ consumers (an id reused by
@@ -461,17 +461,24 @@ fn classify_gpu_event(name: &str) -> EventType {
 type EventGroups = Vec<Vec<Option<i64>>>;
 
 fn host_event_groups(plane: &Plane) -> (EventGroups, Vec<(usize, usize)>, StepsSource) {
-    let pre: Vec<Vec<Option<i64>>> = plane
-        .lines
-        .iter()
-        .map(|l| {
-            l.events
-                .iter()
-                .map(|e| e.stats.i64(StatKey::GroupId))
-                .collect()
-        })
-        .collect();
-    if pre.iter().flatten().any(Option::is_some) {
+    // Look before building: most captures carry no `group_id`, and a table per event costs
+    // 16 bytes per event while the computed grouping below builds its own.
+    let has_group_ids = plane.lines.iter().any(|l| {
+        l.events
+            .iter()
+            .any(|e| e.stats.i64(StatKey::GroupId).is_some())
+    });
+    if has_group_ids {
+        let pre: Vec<Vec<Option<i64>>> = plane
+            .lines
+            .iter()
+            .map(|l| {
+                l.events
+                    .iter()
+                    .map(|e| e.stats.i64(StatKey::GroupId))
+                    .collect()
+            })
+            .collect();
         return (pre, Vec::new(), StepsSource::GroupId);
     }
     let g = group_host_events(plane);
