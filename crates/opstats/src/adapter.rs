@@ -281,6 +281,7 @@ struct ReaderResolver<'k, 'a> {
     /// `tf_op` …) millions of times, so each distinct string is allocated once per thread
     /// instead of once per event.
     strs: HashMap<&'a str, Arc<str>>,
+    scratch: Vec<(StatKey, StatValue)>,
     plane: xprof_xspace::Plane<'a>,
 }
 
@@ -300,13 +301,18 @@ impl<'k, 'a> ReaderResolver<'k, 'a> {
             keys,
             refs: HashMap::new(),
             strs: HashMap::new(),
+            scratch: Vec::new(),
             plane,
         }
     }
 
     fn resolve(&mut self, stats: impl Iterator<Item = xprof_xspace::Stat<'a>>) -> Stats {
         use xprof_xspace::StatValue as V;
-        let mut out = Stats::default();
+        // Collected in a reused buffer, then copied at its exact size: a vector grown from
+        // empty reserves four entries (128 bytes) even for an event with one kept stat, and
+        // the engine's passes stream these millions of small vectors.
+        let mut out = std::mem::take(&mut self.scratch);
+        out.clear();
         for s in stats {
             let Some(key) = self.keys.get(s.metadata_id) else {
                 continue;
@@ -330,9 +336,12 @@ impl<'k, 'a> ReaderResolver<'k, 'a> {
                 }
                 V::None | V::CompressedStr(_) => continue,
             };
-            out.push(key, value);
+            out.push((key, value));
         }
-        out
+        // Drained (moved, exact capacity: the length is known).
+        let stats = Stats(out.drain(..).collect());
+        self.scratch = out;
+        stats
     }
 }
 
