@@ -338,8 +338,11 @@ impl<'k, 'a> ReaderResolver<'k, 'a> {
             };
             out.push((key, value));
         }
-        // Drained (moved, exact capacity: the length is known).
-        let stats = Stats(out.drain(..).collect());
+        // Moved into a vector of exact capacity (taking `out` itself would keep its spare
+        // capacity and lose the reusable buffer).
+        let mut exact = Vec::with_capacity(out.len());
+        exact.append(&mut out);
+        let stats = Stats(exact);
         self.scratch = out;
         stats
     }
