@@ -29,7 +29,12 @@ impl Span {
 /// Nest `spans` (sorted here) and call `emit(index, duration, children_duration, depth)` for
 /// each span when it is closed. Depth 0 = a top-level span.
 pub fn nest(spans: &mut [Span], mut emit: impl FnMut(usize, u64, u64, usize)) {
-    spans.sort_by(|a, b| a.begin.cmp(&b.begin).then(b.dur.cmp(&a.dur)));
+    let order = |a: &Span, b: &Span| a.begin.cmp(&b.begin).then(b.dur.cmp(&a.dur));
+    // Trace lines are usually stored in this order already: check before sorting (the check
+    // reads the spans once; the stable sort allocates a scratch buffer).
+    if !spans.is_sorted_by(|a, b| order(a, b) != std::cmp::Ordering::Greater) {
+        spans.sort_by(order);
+    }
     // (span, children duration)
     let mut stack: Vec<(Span, u64)> = Vec::new();
     for s in spans.iter() {

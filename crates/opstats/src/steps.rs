@@ -266,17 +266,27 @@ pub fn group_host_events(plane: &Plane) -> HostGroups {
             let n = line.events.len();
             // Start ascending, longer first at the same start, then index: the order of the
             // former stable sort by (start, duration desc), without indirect comparisons.
-            let mut order: Vec<(i64, std::cmp::Reverse<i64>, usize)> = line
-                .events
-                .iter()
-                .enumerate()
-                .map(|(i, e)| (e.start_ps, std::cmp::Reverse(e.duration_ps), i))
-                .collect();
-            order.sort_unstable();
+            // Lines are usually stored in this order already: then the events are visited
+            // as stored, without building and sorting the order.
+            let key = |e: &crate::model::Event| (e.start_ps, std::cmp::Reverse(e.duration_ps));
+            let sorted = line.events.is_sorted_by_key(key);
+            let order: Vec<usize> = if sorted {
+                Vec::new()
+            } else {
+                let mut o: Vec<(i64, std::cmp::Reverse<i64>, usize)> = line
+                    .events
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| (e.start_ps, std::cmp::Reverse(e.duration_ps), i))
+                    .collect();
+                o.sort_unstable();
+                o.into_iter().map(|(_, _, i)| i).collect()
+            };
             let mut parent = vec![usize::MAX; n];
             // (start, end, index) of the open ancestors.
             let mut stack: Vec<(i64, i64, usize)> = Vec::new();
-            for &(start, _, i) in &order {
+            let mut visit = |i: usize| {
+                let start = line.events[i].start_ps;
                 let end = line.events[i].end_ps();
                 while let Some(&(ps, pe, _)) = stack.last() {
                     if ps <= start && end <= pe {
@@ -288,6 +298,11 @@ pub fn group_host_events(plane: &Plane) -> HostGroups {
                     parent[i] = t;
                 }
                 stack.push((start, end, i));
+            };
+            if sorted {
+                (0..n).for_each(&mut visit);
+            } else {
+                order.iter().for_each(|&i| visit(i));
             }
             let mut offsets = vec![0usize; n + 1];
             for &p in parent.iter().filter(|&&p| p != usize::MAX) {
@@ -878,6 +893,72 @@ pub fn infer_module_steps(first_device: Option<&Plane>) -> Vec<(i64, u64, String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_groups_follow_nesting_and_flows_whatever_the_stored_order() {
+        use crate::model::{Event, StatValue, Stats};
+        let ev = |start: i64, dur: i64, stats: Vec<(StatKey, StatValue)>| Event {
+            start_ps: start,
+            duration_ps: dur,
+            stats: Stats(stats),
+            ..Default::default()
+        };
+        let root = |n: i64| vec![(StatKey::IsRoot, StatValue::Int(n))];
+        let producer = vec![
+            (StatKey::ProducerType, StatValue::Uint(1)),
+            (StatKey::ProducerId, StatValue::Uint(7)),
+        ];
+        let consumer = vec![
+            (StatKey::ConsumerType, StatValue::Uint(1)),
+            (StatKey::ConsumerId, StatValue::Uint(7)),
+        ];
+        // Line 0: step roots [0,100] and [200,100]; [10,20] nested in the first produces
+        // context 7, consumed on line 1 by [50,500] (which nests [60,5]); [150,10] is alone.
+        let line0 = vec![
+            ev(0, 100, root(1)),
+            ev(10, 20, producer),
+            ev(150, 10, vec![]),
+            ev(200, 100, root(1)),
+        ];
+        let line1 = vec![ev(50, 500, consumer), ev(60, 5, vec![])];
+        let plane = |l0: Vec<Event>, l1: Vec<Event>| Plane {
+            lines: vec![
+                Line {
+                    events: l0,
+                    ..Default::default()
+                },
+                Line {
+                    id: 1,
+                    events: l1,
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let sorted = group_host_events(&plane(line0.clone(), line1.clone()));
+        assert_eq!(sorted.roots, vec![(0, 0), (0, 3)]);
+        assert_eq!(
+            sorted.event_group,
+            vec![
+                vec![Some(0), Some(0), None, Some(1)],
+                vec![Some(0), Some(0)]
+            ]
+        );
+        // The same events stored in reverse: the same groups, per stored position.
+        let rev = |mut v: Vec<Event>| {
+            v.reverse();
+            v
+        };
+        let g = group_host_events(&plane(rev(line0), rev(line1)));
+        assert_eq!(g.roots, vec![(0, 3), (0, 0)]);
+        assert_eq!(
+            g.event_group,
+            vec![
+                vec![Some(1), None, Some(0), Some(0)],
+                vec![Some(0), Some(0)]
+            ]
+        );
+    }
 
     #[test]
     fn event_type_ranks_follow_the_priority_order() {
