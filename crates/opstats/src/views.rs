@@ -451,6 +451,20 @@ fn hlo_stats_row(
             null_with(&mut m, k, reason, None);
         }
     }
+    if placeholder && op.bytes_accessed == 0 {
+        // The same blind spot as the FLOPs: XProf's 0 bytes for a custom call is "not
+        // measured", so the bandwidth and intensity derived from it are not measurements either.
+        for k in [
+            "bytes_accessed",
+            "measured_memory_bw",
+            "hbm_bw",
+            "cmem_read_bw",
+            "cmem_write_bw",
+            "operational_intensity",
+        ] {
+            null_with(&mut m, k, reasons::CUSTOM_CALL_FLOPS, None);
+        }
+    }
     if placeholder && op.event_flops > 0 {
         m.insert("bound_by_measured".into(), json!(mr.bound_by));
         m.insert(
