@@ -10,6 +10,8 @@
 //!   category, program, framework op), the host framework-op database, the XLA ops a CPU backend
 //!   ran on host threads, duty cycle, peak numbers ([`device::PerfEnv`]), the run environment and
 //!   the step database ([`steps::StepDb`], with its `source`).
+//!   [`opstats::build_with`] with [`opstats::BuildOptions`] `{ steps: false }` skips the step
+//!   database (left empty) for views that read no step.
 //! * [`opstats::combine`] — several hosts → one `OpStats` (spec §6).
 //! * [`views`] — XProf's views computed from `OpStats` with XProf's numbers: overview page,
 //!   hlo_stats, op_profile, roofline model, device information; each returns plain structs or
@@ -82,4 +84,4 @@ pub mod views;
 
 pub use metrics::{OpMetrics, OpMetricsDb};
 pub use model::HostSpace;
-pub use opstats::{OpStats, build, combine};
+pub use opstats::{BuildOptions, OpStats, build, build_with, combine};

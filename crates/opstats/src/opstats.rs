@@ -76,8 +76,28 @@ pub struct OpStats {
 /// SparseCore op databases by offload key (`offload_core_id`, `tc_offload_start_id`).
 type SparseCoreDbs = HashMap<(u64, u64), OpMetricsDb>;
 
+/// What [`build_with`] computes; the default is everything ([`build`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BuildOptions {
+    /// The step database and `steps_inferred`. `false` leaves them empty (`StepsSource::None`):
+    /// for views that read no step (hlo_stats, op_profile, device information). On a CPU capture
+    /// the step grouping walks every host-thread event.
+    pub steps: bool,
+}
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        BuildOptions { steps: true }
+    }
+}
+
 /// Build one host's OpStats. Device planes are processed in parallel.
 pub fn build(space: &HostSpace) -> OpStats {
+    build_with(space, BuildOptions::default())
+}
+
+/// [`build`], computing only what `opts` asks for.
+pub fn build_with(space: &HostSpace, opts: BuildOptions) -> OpStats {
     let tpu: Vec<&Plane> = space
         .planes
         .iter()
@@ -184,9 +204,15 @@ pub fn build(space: &HostSpace) -> OpStats {
                 },
             )
         },
-        || step_db(&tpu, &gpu, host),
+        || {
+            if opts.steps {
+                step_db(&tpu, &gpu, host)
+            } else {
+                StepDb::default()
+            }
+        },
     );
-    let steps_inferred = if steps.source == StepsSource::None {
+    let steps_inferred = if opts.steps && steps.source == StepsSource::None {
         infer_module_steps(devices.first().copied())
     } else {
         Vec::new()

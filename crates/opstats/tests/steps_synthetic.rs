@@ -309,3 +309,32 @@ fn tpu_steps_join_host_roots_through_flows() {
         .collect();
     assert_eq!(got, [(0, "train 5", 800), (1, "train 6", 800)]);
 }
+
+#[test]
+fn build_without_steps_leaves_them_empty_and_the_op_views_unchanged() {
+    let capture = || {
+        XSpaceBuilder::new().plane("/device:TPU:0", |p| {
+            p.line("Steps", |l| l.event("7", 0, 1000).stat("group_id", 7i64))
+                .line("XLA Ops", |l| op(l, "fusion.1", 1, "loop fusion", 100, 300))
+        })
+    };
+    let space = host_space("host0", &capture().build(), Vec::new());
+    let full = build(&space);
+    let lean = xprof_opstats::build_with(&space, xprof_opstats::BuildOptions { steps: false });
+    assert_eq!(full.steps.source, StepsSource::StepsLine);
+    assert_eq!(lean.steps, Default::default());
+    assert!(lean.steps_inferred.is_empty());
+    assert_eq!(lean.device_db, full.device_db);
+    assert_eq!(
+        views::hlo_stats_of(&lean, &lean.device_db),
+        views::hlo_stats_of(&full, &full.device_db)
+    );
+    assert_eq!(
+        views::op_profile(&lean, "program", true),
+        views::op_profile(&full, "program", true)
+    );
+    assert_eq!(
+        views::device_information(&lean),
+        views::device_information(&full)
+    );
+}

@@ -1,7 +1,8 @@
 use serde_json::{Map, json};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use crate::common::{op_stats, session, with_capture};
+use super::get_hlo_stats::op_stats_without_steps;
+use crate::common::{session, with_capture};
 
 pub struct GetDeviceInformation;
 register_tool!(GetDeviceInformation);
@@ -36,7 +37,7 @@ impl Tool for GetDeviceInformation {
     }
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let s = session(call)?;
-        let (st, used, warnings) = op_stats(call, &s)?;
+        let (st, used, warnings) = op_stats_without_steps(call, &s)?;
         let Some(info) = xprof_opstats::views::device_information(&st) else {
             return Ok(ToolOutput::no_data(
                 "the capture has no /device:TPU or /device:GPU plane (CPU-only), so there is no device envelope",
