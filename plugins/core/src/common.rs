@@ -25,6 +25,18 @@ pub fn op_stats<'a>(
     call: &mut Call,
     s: &'a Session,
 ) -> Result<(OpStats, Vec<&'a HostFile>, Vec<String>), ToolError> {
+    op_stats_with(call, s, xprof_opstats::BuildOptions::default())
+}
+
+/// [`op_stats`] with engine options: op-table tools whose output has no step field (hlo_stats,
+/// top ops, op_profile, device information, profile summary) skip the step database, a third of
+/// the build on large CPU captures. Not for the roofline (its `Average` set and diagnostics read
+/// the steps), the overview or the step tools.
+pub fn op_stats_with<'a>(
+    call: &mut Call,
+    s: &'a Session,
+    opts: xprof_opstats::BuildOptions,
+) -> Result<(OpStats, Vec<&'a HostFile>, Vec<String>), ToolError> {
     let hosts = selected_hosts(call, s)?;
     for h in &hosts {
         call.read_file(&h.path);
@@ -41,7 +53,7 @@ pub fn op_stats<'a>(
     for r in loaded {
         let (space, w) = r.map_err(load_error)?;
         warnings.extend(w);
-        per_host.push(xprof_opstats::build(&space));
+        per_host.push(xprof_opstats::build_with(&space, opts));
     }
     warnings.dedup();
     let stats =

@@ -1,7 +1,6 @@
 use serde_json::{Map, json};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use super::get_hlo_stats::op_stats_without_steps;
 use crate::common::{session, with_capture};
 
 pub struct GetDeviceInformation;
@@ -37,7 +36,8 @@ impl Tool for GetDeviceInformation {
     }
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let s = session(call)?;
-        let (st, used, warnings) = op_stats_without_steps(call, &s)?;
+        let (st, used, warnings) =
+            crate::common::op_stats_with(call, &s, xprof_opstats::BuildOptions { steps: false })?;
         let Some(info) = xprof_opstats::views::device_information(&st) else {
             return Ok(ToolOutput::no_data(
                 "the capture has no /device:TPU or /device:GPU plane (CPU-only), so there is no device envelope",

@@ -1,42 +1,7 @@
 use serde_json::{Map, Value, json};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use xprof_capture::{HostFile, Session};
-use xprof_opstats::{BuildOptions, OpStats};
-
-use crate::common::{DEVICE_TRACE_FLAGS, load_error, selected_hosts, session, with_capture};
-
-/// `common::op_stats` without the step database, for the op-table tools whose output reads no
-/// step (hlo_stats, top ops, op_profile, device information, profile summary): same files read,
-/// same warnings, same op databases. Not for the roofline (its `Average` set and diagnostics
-/// read the steps) nor the overview / step tools.
-pub(crate) fn op_stats_without_steps<'a>(
-    call: &mut Call,
-    s: &'a Session,
-) -> Result<(OpStats, Vec<&'a HostFile>, Vec<String>), ToolError> {
-    let hosts = selected_hosts(call, s)?;
-    for h in &hosts {
-        call.read_file(&h.path);
-    }
-    for f in &s.hlo_protos {
-        call.read_file(f);
-    }
-    let mut per_host = Vec::new();
-    let mut warnings = Vec::new();
-    for h in &hosts {
-        let (space, w) =
-            xprof_opstats::load::load_host(&h.name, &h.path, &s.hlo_protos).map_err(load_error)?;
-        warnings.extend(w);
-        per_host.push(xprof_opstats::build_with(
-            &space,
-            BuildOptions { steps: false },
-        ));
-    }
-    warnings.dedup();
-    let stats =
-        xprof_opstats::combine(per_host).ok_or_else(|| ToolError::internal("no host selected"))?;
-    Ok((stats, hosts, warnings))
-}
+use crate::common::{DEVICE_TRACE_FLAGS, session, with_capture};
 
 pub struct GetHloStats;
 register_tool!(GetHloStats);
@@ -83,7 +48,8 @@ impl Tool for GetHloStats {
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let limit = call.usize_or("limit", 100)?;
         let s = session(call)?;
-        let (st, used, warnings) = op_stats_without_steps(call, &s)?;
+        let (st, used, warnings) =
+            crate::common::op_stats_with(call, &s, xprof_opstats::BuildOptions { steps: false })?;
         let Some((db, host_executed)) = xprof_opstats::views::op_db(&st) else {
             return Ok(ToolOutput::no_data(
                 xprof_opstats::views::no_op_reason(&st),

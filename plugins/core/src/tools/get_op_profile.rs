@@ -1,7 +1,6 @@
 use serde_json::{Map, json};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use super::get_hlo_stats::op_stats_without_steps;
 use crate::common::{DEVICE_TRACE_FLAGS, session, with_capture};
 
 pub struct GetOpProfile;
@@ -60,7 +59,8 @@ impl Tool for GetOpProfile {
         let group_by = call.str_or("group_by", "program")?;
         let include_idle = call.bool_or("include_idle", true)?;
         let s = session(call)?;
-        let (st, used, warnings) = op_stats_without_steps(call, &s)?;
+        let (st, used, warnings) =
+            crate::common::op_stats_with(call, &s, xprof_opstats::BuildOptions { steps: false })?;
         let Some((db, host_executed)) = xprof_opstats::views::op_db(&st) else {
             return Ok(ToolOutput::no_data(
                 xprof_opstats::views::no_op_reason(&st),

@@ -3,7 +3,6 @@ use std::fmt::Write;
 use serde_json::{Map, Value, json};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use super::get_hlo_stats::op_stats_without_steps;
 use crate::common::{session, with_capture};
 
 pub struct GetProfileSummary;
@@ -42,7 +41,8 @@ impl Tool for GetProfileSummary {
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let limit = call.usize_or("limit", 15)?.max(1);
         let s = session(call)?;
-        let (st, used, warnings) = op_stats_without_steps(call, &s)?;
+        let (st, used, warnings) =
+            crate::common::op_stats_with(call, &s, xprof_opstats::BuildOptions { steps: false })?;
         let mut text = format!("Profile Summary for: {}\n\n", s.run);
         let mut top = Vec::new();
         let mut body = Map::new();

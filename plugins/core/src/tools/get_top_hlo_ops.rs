@@ -1,7 +1,6 @@
 use serde_json::{Map, Value, json};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use super::get_hlo_stats::op_stats_without_steps;
 use crate::common::{DEVICE_TRACE_FLAGS, session, with_capture};
 
 pub struct GetTopHloOps;
@@ -103,7 +102,8 @@ impl Tool for GetTopHloOps {
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let limit = call.usize_or("limit", 10)?.max(1);
         let s = session(call)?;
-        let (st, used, warnings) = op_stats_without_steps(call, &s)?;
+        let (st, used, warnings) =
+            crate::common::op_stats_with(call, &s, xprof_opstats::BuildOptions { steps: false })?;
         let Some((db, host_executed)) = xprof_opstats::views::op_db(&st) else {
             return Ok(ToolOutput::no_data(
                 xprof_opstats::views::no_op_reason(&st),
