@@ -250,37 +250,14 @@ pub fn tensor_core_db_with(
             .collect();
         nest(&mut spans, |i, dur, children, _| {
             let e = &line.events[i];
-            let md = plane.meta(e);
-            let (Some(program_id), Some(symbol_id)) = (
-                md.stats.u64(StatKey::ProgramId),
-                md.stats.u64(StatKey::SymbolId),
-            ) else {
+            let Some((key, mut op)) = tensor_core_op(plane, e, dur, children) else {
                 return;
-            };
-            // Symbol 0 is the program's root: its time is the module's, not an op's.
-            if symbol_id == 0 {
-                return;
-            }
-            let mut op = op_from_metadata(plane, e);
-            op.occurrences = (e.num_occurrences.max(1)) as u64;
-            op.time_ps = dur;
-            op.self_time_ps = match e.stats.u64(StatKey::SelfDurationPs) {
-                Some(s) => s,
-                None => dur.saturating_sub(children),
             };
             op.min_time_ps = e
                 .stats
                 .u64(StatKey::MinDurationPs)
                 .unwrap_or(e.duration_ps.max(0) as u64);
             op.dma_stall_ps = e.stats.u64(StatKey::DmaStallDurationPs).unwrap_or(0);
-            let factor = e.stats.f64(StatKey::TimeScaleMultiplier).unwrap_or(1.0);
-            op.normalized_time_ps = (dur as f64 * factor) as u64;
-            op.core_type = CoreType::TensorCore;
-            op.num_cores = 1;
-            // Per-launch cost on the event (custom calls): kept as the measured value.
-            op.event_flops = e.stats.u64(StatKey::Flops).unwrap_or(0);
-            op.event_model_flops = e.stats.u64(StatKey::ModelFlops).unwrap_or(0);
-            op.event_bytes_accessed = e.stats.u64(StatKey::BytesAccessed).unwrap_or(0);
             if let (Some(c), Some(s)) = (
                 e.stats.u64(StatKey::OffloadCoreId),
                 e.stats.u64(StatKey::TcOffloadStartId),
@@ -288,7 +265,7 @@ pub fn tensor_core_db_with(
             {
                 op.children = Some(Box::new(db.clone()));
             }
-            builder.add((program_id, symbol_id), op);
+            builder.add(key, op);
         });
     }
     let total = if first == i64::MAX || last < first {
@@ -297,6 +274,39 @@ pub fn tensor_core_db_with(
         crate::nesting::span_len(first, last)
     };
     builder.finish(total)
+}
+
+/// One nested TensorCore op event as op metrics, keyed by `(program_id, symbol_id)`: what the
+/// whole-run and the per-step databases share. `None` for events that are not ops (no program
+/// or symbol id) and for symbol 0, the program's root, whose time is the module's.
+fn tensor_core_op(
+    plane: &Plane,
+    e: &Event,
+    dur: u64,
+    children: u64,
+) -> Option<((u64, u64), OpMetrics)> {
+    let md = plane.meta(e);
+    let program_id = md.stats.u64(StatKey::ProgramId)?;
+    let symbol_id = md.stats.u64(StatKey::SymbolId)?;
+    if symbol_id == 0 {
+        return None;
+    }
+    let mut op = op_from_metadata(plane, e);
+    op.occurrences = (e.num_occurrences.max(1)) as u64;
+    op.time_ps = dur;
+    op.self_time_ps = match e.stats.u64(StatKey::SelfDurationPs) {
+        Some(s) => s,
+        None => dur.saturating_sub(children),
+    };
+    let factor = e.stats.f64(StatKey::TimeScaleMultiplier).unwrap_or(1.0);
+    op.normalized_time_ps = (dur as f64 * factor) as u64;
+    op.core_type = CoreType::TensorCore;
+    op.num_cores = 1;
+    // Per-launch cost on the event (custom calls): kept as the measured value.
+    op.event_flops = e.stats.u64(StatKey::Flops).unwrap_or(0);
+    op.event_model_flops = e.stats.u64(StatKey::ModelFlops).unwrap_or(0);
+    op.event_bytes_accessed = e.stats.u64(StatKey::BytesAccessed).unwrap_or(0);
+    Some(((program_id, symbol_id), op))
 }
 
 /// Per-step op databases of one TensorCore plane (XProf's per-step `hlo_metrics_db`): op
@@ -336,32 +346,11 @@ pub fn tensor_core_step_dbs(
             let builder = builders.entry(id).or_default();
             nest(&mut spans, |i, dur, children, _| {
                 let e = &line.events[i];
-                let md = plane.meta(e);
-                let (Some(program_id), Some(symbol_id)) = (
-                    md.stats.u64(StatKey::ProgramId),
-                    md.stats.u64(StatKey::SymbolId),
-                ) else {
+                let Some((key, mut op)) = tensor_core_op(plane, e, dur, children) else {
                     return;
-                };
-                if symbol_id == 0 {
-                    return;
-                }
-                let mut op = op_from_metadata(plane, e);
-                op.occurrences = (e.num_occurrences.max(1)) as u64;
-                op.time_ps = dur;
-                op.self_time_ps = match e.stats.u64(StatKey::SelfDurationPs) {
-                    Some(s) => s,
-                    None => dur.saturating_sub(children),
                 };
                 op.min_time_ps = e.duration_ps.max(0) as u64;
-                let factor = e.stats.f64(StatKey::TimeScaleMultiplier).unwrap_or(1.0);
-                op.normalized_time_ps = (dur as f64 * factor) as u64;
-                op.core_type = CoreType::TensorCore;
-                op.num_cores = 1;
-                op.event_flops = e.stats.u64(StatKey::Flops).unwrap_or(0);
-                op.event_model_flops = e.stats.u64(StatKey::ModelFlops).unwrap_or(0);
-                op.event_bytes_accessed = e.stats.u64(StatKey::BytesAccessed).unwrap_or(0);
-                builder.add((program_id, symbol_id), op);
+                builder.add(key, op);
             });
         }
     }
