@@ -893,6 +893,10 @@ pub mod testing {
                 dir.display()
             )
         } else {
+            eprintln!(
+                "note: shared corpus not found at {}; skipping",
+                dir.display()
+            );
             None
         }
     }

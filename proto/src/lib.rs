@@ -44,18 +44,8 @@ mod tests {
     use prost::Message;
 
     fn corpus() -> Option<std::path::PathBuf> {
-        let p = std::env::var_os("XPROF_CORPUS")
-            .map(std::path::PathBuf::from)
-            .unwrap_or_else(|| {
-                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared")
-            });
-        if p.is_dir() {
-            Some(p)
-        } else if std::env::var_os("CI").is_some() {
-            panic!("corpus not found at {} (set XPROF_CORPUS)", p.display());
-        } else {
-            None
-        }
+        // The one definition of where the corpus is and that CI never skips.
+        xprof_plugin_api::sdk::testing::corpus(env!("CARGO_MANIFEST_DIR"))
     }
 
     #[test]

@@ -102,23 +102,8 @@ pub fn built() -> &'static Built {
 /// The shared corpus (`$XPROF_CORPUS`, else `../shared`); `None` outside CI when absent,
 /// a panic under `CI`.
 pub fn corpus() -> Option<PathBuf> {
-    let dir = std::env::var_os("XPROF_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("../shared"));
-    if dir.join("fixtures").is_dir() {
-        Some(dir)
-    } else if std::env::var_os("CI").is_some() {
-        panic!(
-            "shared corpus missing at {} (set XPROF_CORPUS); CI must not skip",
-            dir.display()
-        )
-    } else {
-        eprintln!(
-            "note: shared corpus not found at {}; skipping",
-            dir.display()
-        );
-        None
-    }
+    // The one definition of where the corpus is and that CI never skips.
+    xprof_plugin_api::sdk::testing::corpus(env!("CARGO_MANIFEST_DIR"))
 }
 
 pub fn fixtures() -> PathBuf {

@@ -7,16 +7,8 @@ use serde_json::Value;
 use xprof_opstats::{OpStats, build, load::load_host, views};
 
 fn corpus() -> Option<PathBuf> {
-    let dir = std::env::var_os("XPROF_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
-    if dir.join("fixtures").is_dir() {
-        Some(dir)
-    } else if std::env::var_os("CI").is_some() {
-        panic!("corpus missing at {}", dir.display())
-    } else {
-        None
-    }
+    // The one definition of where the corpus is and that CI never skips.
+    xprof_plugin_api::sdk::testing::corpus(env!("CARGO_MANIFEST_DIR"))
 }
 
 fn run_dir(c: &Path, fixture: &str) -> PathBuf {

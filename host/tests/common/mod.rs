@@ -99,20 +99,8 @@ fn remove_stale_plugin_dirs(tmp: &Path) {
 /// The shared corpus: `$XPROF_CORPUS`, else `<workspace root>/../shared`. Under `CI` a missing
 /// corpus fails the test; elsewhere the test is skipped (returns `None`).
 pub fn corpus() -> Option<PathBuf> {
-    let dir = std::env::var_os("XPROF_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared"));
-    if dir.join("fixtures").is_dir() {
-        Some(dir)
-    } else if std::env::var_os("CI").is_some() {
-        panic!(
-            "the shared corpus is missing at {} (set XPROF_CORPUS); CI must not skip",
-            dir.display()
-        )
-    } else {
-        eprintln!("skipped: shared corpus not found at {}", dir.display());
-        None
-    }
+    // The one definition of where the corpus is and that CI never skips.
+    xprof_plugin_api::sdk::testing::corpus(env!("CARGO_MANIFEST_DIR"))
 }
 
 pub fn seed_logdir() -> Option<PathBuf> {

@@ -14,19 +14,8 @@ pub fn workspace_root() -> PathBuf {
 
 /// `$XPROF_CORPUS`, else `<workspace root>/../shared`; under `CI` a missing corpus fails.
 pub fn corpus() -> Option<PathBuf> {
-    let dir = std::env::var_os("XPROF_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("../shared"));
-    if dir.join("fixtures").is_dir() {
-        Some(dir)
-    } else if std::env::var_os("CI").is_some() {
-        panic!(
-            "shared corpus missing at {} (set XPROF_CORPUS)",
-            dir.display()
-        );
-    } else {
-        None
-    }
+    // The one definition of where the corpus is and that CI never skips.
+    xprof_plugin_api::sdk::testing::corpus(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// (fixture name, run dir, oracle dir) of every capture with XProf reference outputs.

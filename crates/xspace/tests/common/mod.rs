@@ -7,20 +7,8 @@ use xprof_xspace::{EventData, Stat, StatValue, XSpace};
 
 /// `$XPROF_CORPUS`, else `<workspace root>/../shared`; under `CI` a missing corpus fails.
 pub fn corpus() -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = std::env::var_os("XPROF_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("../shared"));
-    if dir.join("fixtures").is_dir() {
-        Some(dir)
-    } else if std::env::var_os("CI").is_some() {
-        panic!(
-            "the shared corpus is missing at {} (set XPROF_CORPUS)",
-            dir.display()
-        );
-    } else {
-        None
-    }
+    // The one definition of where the corpus is and that CI never skips.
+    xprof_plugin_api::sdk::testing::corpus(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// The workspace's own `fixtures/` directory.
