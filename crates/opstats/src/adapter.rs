@@ -146,6 +146,7 @@ pub fn module_info(program_id: u64, hlo: &HloProto) -> Option<HloModuleInfo> {
     let m = hlo.hlo_module.as_ref()?;
     let view = ModuleView::new(m);
     let opts = PrintOptions::long();
+    let costs = crate::cost_model::module_costs(&view);
     let mut instructions = HashMap::new();
     let mut is_training = false;
     for c in &m.computations {
@@ -164,6 +165,7 @@ pub fn module_info(program_id: u64, hlo: &HloProto) -> Option<HloModuleInfo> {
                     source_file: md.source_file,
                     source_line: md.source_line,
                     expression: view.instruction_text(i, &opts),
+                    cost: costs.get(&i.id).copied(),
                 },
             );
         }

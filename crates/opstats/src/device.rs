@@ -520,6 +520,23 @@ pub struct PerfEnv {
     pub has_cmem: bool,
     pub has_merged_vmem: bool,
     pub has_megacore: bool,
+    /// Where `peak_tflops` came from: [`peak_source`] labels, or why it is unknown (0).
+    pub peak_source: &'static str,
+}
+
+/// Provenance labels of [`PerfEnv::peak_source`].
+pub mod peak_source {
+    /// The device plane's `peak_teraflops_per_second` stat.
+    pub const STAT: &str = "stat:peak_teraflops_per_second";
+    /// SMs × FLOPs/SM/cycle (compute capability table) × clock (XProf `cuda_type_utils.cc`).
+    pub const NVIDIA: &str = "derived:nvidia_compute_capability";
+    /// CUs × FLOPs/CU/cycle (gfx architecture table) × clock (XProf `rocm_type_utils.cc`).
+    pub const AMD: &str = "derived:amd_gfx_architecture";
+    /// AMD device whose gfx architecture is unknown or ambiguous: XProf reports 0.
+    pub const AMD_UNKNOWN: &str = "unknown: AMD gfx architecture not in XProf's table (or not resolvable from gpu_device_name / compute capability); XProf reports 0";
+    /// Vendor other than Nvidia / AMD: XProf reports 0.
+    pub const UNKNOWN_VENDOR: &str =
+        "unknown: no peak stat and the device vendor is neither Nvidia nor AMD; XProf reports 0";
 }
 
 impl PerfEnv {
@@ -546,9 +563,66 @@ const NVIDIA_FLOPS_PER_SM_PER_CYCLE: &[(u32, f64)] = &[
     (10000, 8192.0),
 ];
 
-/// The GPU model name XProf uses as device type (`GpuModelName`).
+/// AMD dense FLOPs per CU per cycle: the max of vector fp32/fp16 and matrix fp32/fp16 rates
+/// (XProf `rocm_type_utils.cc`, from AMD's CDNA white papers), keyed by gfx architecture.
+const AMD_FLOPS_PER_CU_PER_CYCLE: &[(&str, f64)] = &[
+    ("gfx908", 1024.0), // CDNA 1 (MI100): matrix fp16 1024
+    ("gfx90a", 1024.0), // CDNA 2 (MI200): matrix fp16 1024
+    ("gfx942", 2048.0), // CDNA 3 (MI300): matrix fp16 2048
+    ("gfx950", 4096.0), // CDNA 4 (MI350): matrix fp16 4096
+];
+
+/// AMD LDS bytes per CU per cycle (XProf `rocm_type_utils.cc`: 32 banks × 4 B up to CDNA 3,
+/// 64 banks × 4 B on CDNA 4).
+const AMD_LDS_BYTES_PER_CU_PER_CYCLE: &[(&str, f64)] = &[
+    ("gfx908", 128.0),
+    ("gfx90a", 128.0),
+    ("gfx942", 128.0),
+    ("gfx950", 256.0),
+];
+
+/// XProf `ResolveAmdGfxVersion`: `gpu_device_name` when it is `gfx` + ≥ 3 hex digits (the
+/// rocprofiler agent name), else the one architecture a compute capability identifies
+/// (9.4 → gfx942, 9.5 → gfx950); `None` when ambiguous (e.g. 9.0 is gfx908 or gfx90a).
+pub fn amd_gfx_version(plane: &Plane) -> Option<String> {
+    let s = &plane.stats;
+    if let Some(name) = s.str(StatKey::GpuDeviceName)
+        && let Some(suffix) = name.strip_prefix("gfx")
+        && suffix.len() >= 3
+        && suffix.bytes().all(|b| b.is_ascii_hexdigit())
+    {
+        return Some(name.to_string());
+    }
+    match (
+        s.i64(StatKey::ComputeCapMajor).unwrap_or(0),
+        s.i64(StatKey::ComputeCapMinor).unwrap_or(0),
+    ) {
+        (9, 4) => Some("gfx942".into()),
+        (9, 5) => Some("gfx950".into()),
+        _ => None,
+    }
+}
+
+fn amd_table(table: &[(&str, f64)], gfx: Option<&str>) -> Option<f64> {
+    let gfx = gfx?;
+    table.iter().find(|(k, _)| *k == gfx).map(|(_, v)| *v)
+}
+
+/// The GPU model name XProf uses as device type (`GpuModelName`; "GPU" for other vendors).
 pub fn gpu_model_name(plane: &Plane) -> String {
     let s = &plane.stats;
+    if s.str(StatKey::DeviceVendor) == Some("AMD") {
+        if let Some(gfx) = amd_gfx_version(plane) {
+            return format!("AMD GPU - {gfx}");
+        }
+        return match s.i64(StatKey::ComputeCapMajor).unwrap_or(0) {
+            9 => "AMD GPU - gfx-9XX series",
+            10 => "AMD GPU - gfx-10XX series",
+            11 => "AMD GPU - gfx-11XX series",
+            _ => "AMD GPU",
+        }
+        .into();
+    }
     if s.str(StatKey::DeviceVendor) != Some("Nvidia") {
         return "GPU".into();
     }
@@ -589,15 +663,40 @@ fn nvidia_peak_tflops(plane: &Plane) -> Option<f64> {
     Some(sms * per_cycle * ghz / 1000.0)
 }
 
+/// XProf's derived peak for an AMD GPU: CUs × FLOPs/CU/cycle (gfx table) × clock, TFLOP/s.
+fn amd_peak_tflops(plane: &Plane) -> Option<f64> {
+    let s = &plane.stats;
+    let per_cycle = amd_table(
+        AMD_FLOPS_PER_CU_PER_CYCLE,
+        amd_gfx_version(plane).as_deref(),
+    )?;
+    let ghz = s.f64(StatKey::ClockRateKhz)? / 1e6;
+    let cus = s.f64(StatKey::CoreCount)?;
+    Some(cus * per_cycle * ghz / 1000.0)
+}
+
 /// XProf `GetPerfEnvFromXPlane` for a GPU plane: peak FLOPs from the stat, else derived from
-/// the compute capability; HBM from `memory_bandwidth` (B/s); shared memory from the SM count.
+/// the vendor's architecture tables (Nvidia compute capability, AMD gfx version; other vendors
+/// get 0 with the reason in `peak_source`); HBM from `memory_bandwidth` (B/s); shared memory
+/// (Nvidia) / LDS (AMD) from the SM / CU count.
 pub fn gpu_perf_env(plane: &Plane) -> PerfEnv {
     let s = &plane.stats;
     let stat_peak = s.f64(StatKey::PeakTeraflopsPerSecond).unwrap_or(0.0);
-    let peak = if stat_peak > 0.0 {
-        stat_peak
+    let vendor = s.str(StatKey::DeviceVendor);
+    let (peak, source) = if stat_peak > 0.0 {
+        (stat_peak, peak_source::STAT)
     } else {
-        nvidia_peak_tflops(plane).unwrap_or(0.0)
+        match vendor {
+            Some("Nvidia") => (
+                nvidia_peak_tflops(plane).unwrap_or(0.0),
+                peak_source::NVIDIA,
+            ),
+            Some("AMD") => match amd_peak_tflops(plane) {
+                Some(p) => (p, peak_source::AMD),
+                None => (0.0, peak_source::AMD_UNKNOWN),
+            },
+            _ => (0.0, peak_source::UNKNOWN_VENDOR),
+        }
     };
     let hbm = match s.f64(StatKey::MemoryBandwidth) {
         Some(b) => b / 1e9,
@@ -605,7 +704,23 @@ pub fn gpu_perf_env(plane: &Plane) -> PerfEnv {
     };
     let major = s.i64(StatKey::ComputeCapMajor).unwrap_or(0);
     let ghz = s.f64(StatKey::ClockRateKhz).unwrap_or(0.0) / 1e6;
-    let bytes_per_cycle = if major <= 2 { 64.0 } else { 256.0 };
+    // Shared memory bytes per core per cycle: Nvidia's bank model, AMD's LDS table; other
+    // vendors 0 (XProf reports nothing rather than borrow another vendor's number).
+    let bytes_per_cycle = match vendor {
+        Some("Nvidia") => {
+            if major <= 2 {
+                64.0
+            } else {
+                256.0
+            }
+        }
+        Some("AMD") => amd_table(
+            AMD_LDS_BYTES_PER_CU_PER_CYCLE,
+            amd_gfx_version(plane).as_deref(),
+        )
+        .unwrap_or(0.0),
+        _ => 0.0,
+    };
     let shm = s.f64(StatKey::CoreCount).unwrap_or(0.0) * bytes_per_cycle * ghz;
     let pick = |k| match s.f64(k) {
         Some(v) if v > 0.0 => v,
@@ -625,6 +740,7 @@ pub fn gpu_perf_env(plane: &Plane) -> PerfEnv {
         has_cmem: false,
         has_merged_vmem: true,
         has_megacore: false,
+        peak_source: source,
     }
 }
 
@@ -646,6 +762,7 @@ pub fn perf_env(plane: &Plane) -> PerfEnv {
         has_cmem: false,
         has_merged_vmem: s.i64(StatKey::HasMergedVmem).unwrap_or(0) != 0,
         has_megacore: s.i64(StatKey::HasMegacore).unwrap_or(0) != 0,
+        peak_source: peak_source::STAT,
     };
     p.has_cmem = p.peak_bws_gbps[3] > 0.0 || p.peak_bws_gbps[4] > 0.0;
     p
@@ -664,6 +781,108 @@ pub fn hlo_category(instr: &crate::model::HloInstr) -> String {
         .to_string();
     }
     instr.opcode.clone()
+}
+
+/// XProf `ClassifyGpuCompute` for a kernel that is device compute: `Some(true)` for 16-bit
+/// (`half` in the `shape` stat, or without one `half`/`fp16` in the name), `Some(false)` for
+/// 32-bit, `None` for memcpys and NCCL collectives (`ClassifyGpuEvent`).
+fn gpu_compute_is_16bit(name: &str, shapes: Option<&str>) -> Option<bool> {
+    use crate::tfop::TfOpCategory;
+    let cat = crate::tfop::parse_tf_op(name).category;
+    if matches!(
+        cat,
+        TfOpCategory::MemcpyHToD | TfOpCategory::MemcpyDToH | TfOpCategory::MemcpyDToD
+    ) || name
+        .get(..4)
+        .is_some_and(|p| p.eq_ignore_ascii_case("nccl"))
+    {
+        return None;
+    }
+    Some(match shapes.filter(|s| !s.is_empty()) {
+        Some(s) => s.contains("half"),
+        None => name.contains("half") || name.contains("fp16"),
+    })
+}
+
+/// Σ length of the union of spans.
+fn union_len(spans: &mut [(i64, i64)]) -> u64 {
+    spans.sort_unstable();
+    let mut total = 0u64;
+    let mut cur: Option<(i64, i64)> = None;
+    for &(b, e) in spans.iter() {
+        match cur {
+            Some((cb, ce)) if b <= ce => cur = Some((cb, ce.max(e))),
+            _ => {
+                if let Some((cb, ce)) = cur {
+                    total = total.saturating_add(crate::nesting::span_len(cb, ce));
+                }
+                cur = Some((b, e));
+            }
+        }
+    }
+    if let Some((cb, ce)) = cur {
+        total = total.saturating_add(crate::nesting::span_len(cb, ce));
+    }
+    total
+}
+
+/// XProf `ComputePrecisionStats` on GPU: per step (group), the kernels' compute time made
+/// non-overlapping (all GPUs of the host together, 16-bit winning over 32-bit where they
+/// overlap), summed over steps. Kernels need a `correlation_id`; one without `group_id` joins
+/// the group of the latest grouped kernel of its GPU that started at or before it (what XProf
+/// 2.24.2 does on captures whose kernels are partly grouped; checked in `tests/gpu_synthetic.rs`).
+pub fn gpu_precision_stats(gpus: &[&Plane]) -> crate::metrics::PrecisionStats {
+    // group → (16-bit spans, all compute spans)
+    type Spans = Vec<(i64, i64)>;
+    let mut by_group: std::collections::BTreeMap<i64, (Spans, Spans)> = Default::default();
+    for plane in gpus {
+        // (start, group, is_16bit, end) of compute kernels; group None = to be inferred.
+        let mut evs: Vec<(i64, Option<i64>, bool, i64)> = Vec::new();
+        for line in plane
+            .lines
+            .iter()
+            .filter(|l| !(10_000..20_000).contains(&l.id))
+        {
+            for e in &line.events {
+                if e.stats.i64(StatKey::CorrelationId).is_none_or(|c| c < 0) {
+                    continue;
+                }
+                let Some(is16) =
+                    gpu_compute_is_16bit(&plane.meta(e).name, e.stats.str(StatKey::TensorShapes))
+                else {
+                    continue;
+                };
+                let group = e.stats.i64(StatKey::GroupId).filter(|g| *g >= 0);
+                evs.push((e.start_ps, group, is16, e.end_ps()));
+            }
+        }
+        // Grouped kernels first at equal starts, so an ungrouped one can join them.
+        evs.sort_by_key(|&(b, g, _, _)| (b, g.is_none()));
+        let mut last_group: Option<i64> = None;
+        for (b, g, is16, e) in evs {
+            if g.is_some() {
+                last_group = g;
+            }
+            let Some(group) = g.or(last_group) else {
+                continue;
+            };
+            let entry = by_group.entry(group).or_default();
+            if is16 {
+                entry.0.push((b, e));
+            }
+            entry.1.push((b, e));
+        }
+    }
+    let mut out = crate::metrics::PrecisionStats::default();
+    for (_, (mut s16, mut all)) in by_group {
+        let p16 = union_len(&mut s16);
+        let total = union_len(&mut all);
+        out.compute_16bit_ps = out.compute_16bit_ps.saturating_add(p16);
+        out.compute_32bit_ps = out
+            .compute_32bit_ps
+            .saturating_add(total.saturating_sub(p16));
+    }
+    out
 }
 
 /// One GPU plane's kernel database (XProf `ConvertDeviceTraceXPlaneToOpMetricsDb`): kernels
@@ -743,6 +962,22 @@ pub fn gpu_db(plane: &Plane, modules: &HashMap<u64, HloModuleInfo>) -> (OpMetric
                 if let Some(by) = e.stats.u64(StatKey::BytesAccessed) {
                     t.bytes_accessed = by;
                     t.cost_source = CostSource::EventStats;
+                }
+                // XProf `DeviceOpMetricsDbBuilder::EnterOp`: the HLO cost analysis wins
+                // wherever it gives more than 0; the kernel's stats fill the rest.
+                if let Some(c) = instr.cost {
+                    if c.flops > 0 {
+                        t.flops = c.flops;
+                        t.cost_source = CostSource::HloCostModel;
+                    }
+                    if c.model_flops > 0 {
+                        t.model_flops = c.model_flops;
+                        t.cost_source = CostSource::HloCostModel;
+                    }
+                    if c.bytes_accessed > 0 {
+                        t.bytes_accessed = c.bytes_accessed;
+                        t.cost_source = CostSource::HloCostModel;
+                    }
                 }
                 cur = Some((pid, op_name, group, 0, t));
             }

@@ -69,6 +69,7 @@
 
 pub mod adapter;
 pub mod breakdown;
+pub mod cost_model;
 pub mod device;
 pub mod events;
 pub mod format;

@@ -67,6 +67,8 @@ pub enum CostSource {
     CostModel,
     /// Per-launch stats on the event (custom calls / Pallas kernels).
     EventStats,
+    /// Our HLO cost model (`crate::cost_model`), as XProf's GPU cost analysis fills kernels.
+    HloCostModel,
 }
 
 /// Metrics of one op (an HLO instruction of one program), totalled over its occurrences.
@@ -198,6 +200,25 @@ impl OpMetrics {
     }
 }
 
+/// Device compute time by precision (XProf `PrecisionStats`): GPU kernel time inside steps,
+/// overlaps counted once with 16-bit winning (see `device::gpu_precision_stats`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PrecisionStats {
+    pub compute_16bit_ps: u64,
+    pub compute_32bit_ps: u64,
+}
+
+impl PrecisionStats {
+    pub fn total_ps(&self) -> u64 {
+        self.compute_16bit_ps.saturating_add(self.compute_32bit_ps)
+    }
+    /// XProf `CombinePrecisionStats`.
+    pub fn combine(&mut self, o: &PrecisionStats) {
+        self.compute_16bit_ps = self.compute_16bit_ps.saturating_add(o.compute_16bit_ps);
+        self.compute_32bit_ps = self.compute_32bit_ps.saturating_add(o.compute_32bit_ps);
+    }
+}
+
 /// A database of op metrics for one scope (a core, a host, or combined), plus the totals
 /// the views divide by.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -212,6 +233,8 @@ pub struct OpMetricsDb {
     /// Busy/idle from the duty-cycle tracker (TPU); 0 when not measured.
     pub busy_time_ps: u64,
     pub idle_time_ps: u64,
+    /// 16/32-bit device compute time (GPU; zero elsewhere, as in XProf).
+    pub precision_stats: PrecisionStats,
 }
 
 impl OpMetricsDb {
@@ -283,6 +306,7 @@ impl DbCombiner {
             .saturating_add(src.normalized_total_op_time_ps);
         self.db.busy_time_ps = self.db.busy_time_ps.saturating_add(src.busy_time_ps);
         self.db.idle_time_ps = self.db.idle_time_ps.saturating_add(src.idle_time_ps);
+        self.db.precision_stats.combine(&src.precision_stats);
         for m in &src.metrics {
             if m.is_idle() {
                 self.idle.combine_from(m, false);

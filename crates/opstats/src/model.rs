@@ -69,6 +69,10 @@ pub enum StatKey {
     ComputeCapMajor,
     ComputeCapMinor,
     DeviceVendor,
+    /// `gpu_device_name` (AMD: the gfx architecture, e.g. `gfx942`).
+    GpuDeviceName,
+    /// `shape` (XProf `kTensorShapes`): a kernel's tensor shapes (GPU precision).
+    TensorShapes,
     // Host plane utilisation stats some runtimes emit.
     MatrixUnitUtilizationPercent,
     HbmUtilizationPercent,
@@ -131,6 +135,8 @@ impl StatKey {
             "compute_cap_major" => ComputeCapMajor,
             "compute_cap_minor" => ComputeCapMinor,
             "device_vendor" => DeviceVendor,
+            "gpu_device_name" => GpuDeviceName,
+            "shape" => TensorShapes,
             "matrix_unit_utilization_percent" => MatrixUnitUtilizationPercent,
             "hbm_utilization_percent" => HbmUtilizationPercent,
             "profile_start_time" => ProfileStartTime,
@@ -295,6 +301,8 @@ pub struct HloInstr {
     pub source_line: i32,
     /// The instruction as XLA prints it (best effort; used as `long_name`).
     pub expression: String,
+    /// FLOPs / bytes from our HLO cost model (`crate::cost_model`; used for GPU kernels).
+    pub cost: Option<crate::cost_model::HloCost>,
 }
 
 /// The HLO of one program (module), keyed by instruction name.

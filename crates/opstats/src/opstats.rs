@@ -186,6 +186,9 @@ pub fn build_with(space: &HostSpace, opts: BuildOptions) -> OpStats {
             dropped = dropped.saturating_add(*d);
         }
         device_db = c.finish();
+        if opts.steps {
+            device_db.precision_stats = crate::device::gpu_precision_stats(&gpu);
+        }
     }
 
     let host = space.plane(HOST_THREADS);

@@ -37,6 +37,8 @@ pub mod reasons {
         "no op time to divide (no non-idle framework ops on that side; XProf prints 0)";
     pub const HOST_NO_COST: &str = "XLA ops executed on host CPU threads carry no FLOP/byte counts in the trace (XProf shows no op view for CPU captures)";
     pub const GPU_NO_COST: &str = "the kernel has no flops/bytes_accessed stats; XProf derives them with XLA's GPU cost model, which is not available here";
+    pub const PRECISION_NOT_GPU: &str = "XProf computes 16/32-bit compute time only from GPU kernels (this capture has none; XProf prints nothing)";
+    pub const PRECISION_NO_STEPS: &str = "no GPU kernel with a correlation_id falls in a step (group_id), so there is no compute time to divide (XProf prints 0.0%)";
     pub const NO_HOST_OPS: &str =
         "XProf computes host idle time only for TPU captures (prints 0 elsewhere)";
 }
@@ -432,6 +434,9 @@ fn hlo_stats_row(
         json!(r.operational_intensity),
     );
     m.insert("bound_by".into(), json!(r.bound_by));
+    if op.cost_source == crate::metrics::CostSource::HloCostModel {
+        m.insert("cost_model".into(), json!("hlo_cost_model"));
+    }
     if let Some(reason) = cost_unknown(op, hw) {
         // No cost numbers exist for this op: report them as unknown, never as 0.
         m.insert("cost_model".into(), json!("absent"));
@@ -926,6 +931,43 @@ pub fn overview(s: &OpStats) -> Map<String, Value> {
             reasons::NO_HOST_OPS,
             measured,
         );
+    }
+    // Precision (XProf `device_compute_{16,32}bit_percent`, GPU only).
+    let prec = s.device_db.precision_stats;
+    if hw == HardwareType::Gpu && prec.total_ps() > 0 {
+        let tot = prec.total_ps() as f64;
+        let p16 = 100.0 * prec.compute_16bit_ps as f64 / tot;
+        ps.insert("device_compute_16bit_percent".into(), json!(percent(p16)));
+        ps.insert(
+            "device_compute_32bit_percent".into(),
+            json!(percent(100.0 * prec.compute_32bit_ps as f64 / tot)),
+        );
+        ps.insert(
+            "device_compute_16bit_ps".into(),
+            json!(prec.compute_16bit_ps),
+        );
+        ps.insert(
+            "device_compute_32bit_ps".into(),
+            json!(prec.compute_32bit_ps),
+        );
+        // XProf `GeneratePrecisionStatement` (threshold 10 %).
+        let statement = if p16 < 10.0 {
+            format!(
+                "Only {}% of device computation is 16 bit. So you might want to replace more 32-bit Ops by 16-bit Ops to improve performance (if the reduced accuracy is acceptable).",
+                one_digit(p16)
+            )
+        } else {
+            String::new()
+        };
+        ps.insert("precision_statement".into(), json!(statement));
+    } else {
+        let reason = if hw == HardwareType::Gpu {
+            reasons::PRECISION_NO_STEPS
+        } else {
+            reasons::PRECISION_NOT_GPU
+        };
+        null_with(&mut ps, "device_compute_16bit_percent", reason, None);
+        null_with(&mut ps, "device_compute_32bit_percent", reason, None);
     }
     if hw != HardwareType::CpuOnly {
         ps.insert(

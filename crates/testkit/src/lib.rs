@@ -534,6 +534,92 @@ pub fn simple_hlo_proto(module_name: &str, instructions: &[(&str, &str)]) -> xla
     }
 }
 
+/// An array shape `t[dims]` with the default (descending) layout.
+pub fn hlo_shape(t: xla::PrimitiveType, dims: &[i64]) -> xla::ShapeProto {
+    xla::ShapeProto {
+        element_type: t as i32,
+        dimensions: dims.to_vec(),
+        is_dynamic_dimension: vec![false; dims.len()],
+        layout: Some(Box::new(xla::LayoutProto {
+            minor_to_major: (0..dims.len() as i64).rev().collect(),
+            ..Default::default()
+        })),
+        ..Default::default()
+    }
+}
+
+/// One HLO instruction: `name = shape opcode(operands...)`. Set opcode-specific fields
+/// (dimension numbers, window, fused computation, ...) on the result.
+pub fn hlo_instr(
+    id: i64,
+    name: &str,
+    opcode: &str,
+    shape: xla::ShapeProto,
+    operand_ids: &[i64],
+) -> xla::HloInstructionProto {
+    xla::HloInstructionProto {
+        id,
+        name: name.to_string(),
+        opcode: opcode.to_string(),
+        shape: Some(shape),
+        operand_ids: operand_ids.to_vec(),
+        ..Default::default()
+    }
+}
+
+/// An `xla.HloProto` from computations given as `(id, name, instructions)`; the root of each
+/// is its last instruction, the entry is the one with `entry_id`.
+pub fn hlo_module_proto(
+    module_name: &str,
+    entry_id: i64,
+    computations: Vec<(i64, &str, Vec<xla::HloInstructionProto>)>,
+) -> xla::HloProto {
+    let entry_name = computations
+        .iter()
+        .find(|c| c.0 == entry_id)
+        .map_or(String::new(), |c| c.1.to_string());
+    // XLA refuses a module without program shapes: parameters by number, root's shape.
+    let program_shape = |instructions: &[xla::HloInstructionProto]| {
+        let mut params: Vec<&xla::HloInstructionProto> = instructions
+            .iter()
+            .filter(|i| i.opcode == "parameter")
+            .collect();
+        params.sort_by_key(|i| i.parameter_number);
+        xla::ProgramShapeProto {
+            parameters: params.iter().filter_map(|i| i.shape.clone()).collect(),
+            result: instructions.last().and_then(|i| i.shape.clone()),
+            parameter_names: params.iter().map(|i| i.name.clone()).collect(),
+        }
+    };
+    let computations: Vec<xla::HloComputationProto> = computations
+        .into_iter()
+        .map(|(id, name, instructions)| xla::HloComputationProto {
+            name: name.to_string(),
+            id,
+            root_id: instructions.last().map_or(0, |i| i.id),
+            program_shape: Some(program_shape(&instructions)),
+            instructions,
+            ..Default::default()
+        })
+        .collect();
+    let host_program_shape = computations
+        .iter()
+        .find(|c| c.id == entry_id)
+        .and_then(|c| c.program_shape.clone());
+    xla::HloProto {
+        hlo_module: Some(xla::HloModuleProto {
+            name: module_name.to_string(),
+            entry_computation_name: entry_name,
+            entry_computation_id: entry_id,
+            id: 1,
+            computations,
+            host_program_shape,
+            ..Default::default()
+        }),
+        buffer_assignment: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

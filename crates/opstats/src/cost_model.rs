@@ -1,0 +1,384 @@
+//! Our HLO cost model: FLOPs and bytes accessed per instruction, restating what XProf gets from
+//! XLA's GPU cost analysis (`xprof/utils/xprof_gpu_cost_analysis.cc` on top of XLA's
+//! `GpuHloCostAnalysis` / `HloCostAnalysis`) for the ops that dominate GPU time. XProf uses it
+//! for GPU kernels: where it gives more than 0 it wins over the kernel's own `flops` /
+//! `bytes_accessed` stats (`DeviceOpMetricsDbBuilder::EnterOp`); results are labelled
+//! `cost_model: "hlo_cost_model"`.
+//!
+//! Rules (checked against XProf 2.24.2 on `tests/gpu_synthetic.rs`):
+//! * dot: 2 · (output elements) · (contracting size) — batch dimensions are in the output;
+//! * convolution: 2 · batch · output features · input features per group · Π over spatial
+//!   dimensions of the (output, tap) pairs that land inside the (padded, dilated) input;
+//! * elementwise ops: [`FLOPS_PER_ELEMENT`] per output element (XLA's GPU default; XLA's
+//!   per-opcode GPU profile, which charges more for some transcendental ops, is not restated);
+//! * reduce: (input − output elements) per input × the reducer's FLOPs per call;
+//! * fusion: the sum over its fused instructions;
+//! * cuBLAS / cuDNN custom calls: as dot / convolution (gemm dimension numbers from the
+//!   backend config);
+//! * bytes accessed: operand + output bytes; a fusion's are its operands' and its output's;
+//!   a reduce reads its init values once per output element (XLA GPU).
+//! * Device FLOPs: XProf divides by 2 for 8-bit and by 4 for 4-bit inputs (`flops`), model
+//!   FLOPs stay undivided (`model_flops`).
+
+use std::collections::HashMap;
+
+use xprof_hlo::print::{ModuleView, element_bits};
+use xprof_proto::xla::{
+    ConvolutionDimensionNumbers, HloInstructionProto, PrimitiveType, ShapeProto, Window,
+};
+
+/// Cost of one execution of an instruction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HloCost {
+    /// Device FLOPs (narrow inputs adjusted as XProf does).
+    pub flops: u64,
+    /// Model FLOPs (unadjusted).
+    pub model_flops: u64,
+    pub bytes_accessed: u64,
+}
+
+/// XLA `GpuHloCostAnalysis`'s default FLOPs per element of an elementwise op.
+pub const FLOPS_PER_ELEMENT: u64 = 3;
+
+const ELEMENTWISE: &[&str] = &[
+    "abs",
+    "add",
+    "and",
+    "atan2",
+    "cbrt",
+    "ceil",
+    "clamp",
+    "compare",
+    "complex",
+    "convert",
+    "cosine",
+    "divide",
+    "erf",
+    "exponential",
+    "exponential-minus-one",
+    "floor",
+    "imag",
+    "is-finite",
+    "log",
+    "log-plus-one",
+    "logistic",
+    "maximum",
+    "minimum",
+    "multiply",
+    "negate",
+    "not",
+    "or",
+    "popcnt",
+    "power",
+    "real",
+    "reduce-precision",
+    "remainder",
+    "round-nearest-afz",
+    "round-nearest-even",
+    "rsqrt",
+    "select",
+    "shift-left",
+    "shift-right-arithmetic",
+    "shift-right-logical",
+    "sign",
+    "sine",
+    "sqrt",
+    "subtract",
+    "tan",
+    "tanh",
+    "xor",
+];
+
+fn elements(s: &ShapeProto) -> u64 {
+    if s.element_type == PrimitiveType::Tuple as i32 {
+        return s.tuple_shapes.iter().map(elements).sum();
+    }
+    s.dimensions
+        .iter()
+        .map(|&d| d.max(0) as u64)
+        .fold(1u64, u64::saturating_mul)
+}
+
+/// Bytes of a shape (tuples: the sum of their arrays; sub-byte types packed, rounded up).
+pub fn shape_bytes(s: &ShapeProto) -> u64 {
+    if s.element_type == PrimitiveType::Tuple as i32 {
+        return s.tuple_shapes.iter().map(shape_bytes).sum();
+    }
+    elements(s)
+        .saturating_mul(element_bits(s.element_type))
+        .div_ceil(8)
+}
+
+/// The first array of a (possibly tuple) shape: cuBLAS / cuDNN calls return (result, scratch).
+fn first_array(s: &ShapeProto) -> &ShapeProto {
+    if s.element_type == PrimitiveType::Tuple as i32 {
+        s.tuple_shapes.first().map_or(s, first_array)
+    } else {
+        s
+    }
+}
+
+fn dim(s: &ShapeProto, i: i64) -> u64 {
+    s.dimensions.get(i as usize).copied().unwrap_or(1).max(0) as u64
+}
+
+fn dot_flops(lhs: &ShapeProto, out: &ShapeProto, lhs_contracting: &[i64]) -> u64 {
+    let k = lhs_contracting
+        .iter()
+        .map(|&i| dim(lhs, i))
+        .fold(1u64, u64::saturating_mul);
+    2u64.saturating_mul(elements(out)).saturating_mul(k)
+}
+
+/// (output, tap) pairs of one spatial dimension whose input index is inside the input.
+fn valid_pairs(
+    out_size: u64,
+    input_size: u64,
+    w: Option<&xprof_proto::xla::WindowDimension>,
+) -> u64 {
+    let (size, stride, pad_lo, wdil, bdil) = match w {
+        Some(w) => (
+            w.size.max(1),
+            w.stride.max(1),
+            w.padding_low,
+            w.window_dilation.max(1),
+            w.base_dilation.max(1),
+        ),
+        None => (1, 1, 0, 1, 1),
+    };
+    let dilated_in = (input_size as i64 - 1) * bdil + 1;
+    let mut n = 0u64;
+    for o in 0..out_size as i64 {
+        for k in 0..size {
+            let pos = o * stride + k * wdil - pad_lo;
+            if pos >= 0 && pos < dilated_in && pos % bdil == 0 {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+fn conv_flops(
+    lhs: &ShapeProto,
+    rhs: &ShapeProto,
+    out: &ShapeProto,
+    d: &ConvolutionDimensionNumbers,
+    window: Option<&Window>,
+) -> u64 {
+    let mut fmas = dim(out, d.output_batch_dimension)
+        .saturating_mul(dim(out, d.output_feature_dimension))
+        .saturating_mul(dim(rhs, d.kernel_input_feature_dimension));
+    for (k, &od) in d.output_spatial_dimensions.iter().enumerate() {
+        let input = d
+            .input_spatial_dimensions
+            .get(k)
+            .map_or(1, |&i| dim(lhs, i));
+        let w = window.and_then(|w| w.dimensions.get(k));
+        fmas = fmas.saturating_mul(valid_pairs(dim(out, od), input, w));
+    }
+    2u64.saturating_mul(fmas)
+}
+
+/// Contracting dimensions of a cuBLAS gemm's backend config (JSON, int64s as strings).
+fn gemm_lhs_contracting(backend_config: &[u8]) -> Option<Vec<i64>> {
+    let v: serde_json::Value = serde_json::from_slice(backend_config).ok()?;
+    let dims = v
+        .get("gemm_backend_config")?
+        .get("dot_dimension_numbers")?
+        .get("lhs_contracting_dimensions")?
+        .as_array()?;
+    dims.iter()
+        .map(|d| match d {
+            serde_json::Value::String(s) => s.parse().ok(),
+            other => other.as_i64(),
+        })
+        .collect()
+}
+
+struct Ctx<'v, 'p> {
+    view: &'v ModuleView<'p>,
+    /// Computation id → FLOPs of one call (Σ of its instructions).
+    comp_flops: HashMap<i64, u64>,
+}
+
+impl Ctx<'_, '_> {
+    fn operand_shape(&self, ins: &HloInstructionProto, k: usize) -> Option<&ShapeProto> {
+        let id = ins.operand_ids.get(k)?;
+        self.view.instr(*id)?.shape.as_ref()
+    }
+
+    fn called(&self, ins: &HloInstructionProto, k: usize) -> u64 {
+        ins.called_computation_ids
+            .get(k)
+            .and_then(|c| self.comp_flops.get(c))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Model FLOPs of one execution.
+    fn flops(&self, ins: &HloInstructionProto) -> u64 {
+        let Some(out) = ins.shape.as_ref() else {
+            return 0;
+        };
+        let op = ins.opcode.as_str();
+        match op {
+            "fusion" => self.called(ins, 0),
+            "dot" => match (self.operand_shape(ins, 0), &ins.dot_dimension_numbers) {
+                (Some(lhs), Some(d)) => dot_flops(lhs, out, &d.lhs_contracting_dimensions),
+                _ => 0,
+            },
+            "convolution" => self.conv(ins, out),
+            "custom-call" => {
+                let t = ins.custom_call_target.as_str();
+                if t.starts_with("__cublas$") {
+                    match (
+                        self.operand_shape(ins, 0),
+                        gemm_lhs_contracting(&ins.backend_config),
+                    ) {
+                        (Some(lhs), Some(c)) => dot_flops(lhs, first_array(out), &c),
+                        _ => 0,
+                    }
+                } else if t.starts_with("__cudnn$conv") {
+                    self.conv(ins, first_array(out))
+                } else {
+                    0
+                }
+            }
+            "reduce" => {
+                // XLA: (input − output elements) reducer calls; one call covers all inputs.
+                let out_elems = elements(first_array(out));
+                let calls = self
+                    .operand_shape(ins, 0)
+                    .map_or(0, |s| elements(s).saturating_sub(out_elems));
+                calls.saturating_mul(self.called(ins, 0))
+            }
+            o if ELEMENTWISE.contains(&o) => FLOPS_PER_ELEMENT.saturating_mul(elements(out)),
+            _ => 0,
+        }
+    }
+
+    fn conv(&self, ins: &HloInstructionProto, out: &ShapeProto) -> u64 {
+        match (
+            self.operand_shape(ins, 0),
+            self.operand_shape(ins, 1),
+            &ins.convolution_dimension_numbers,
+        ) {
+            (Some(lhs), Some(rhs), Some(d)) => conv_flops(lhs, rhs, out, d, ins.window.as_ref()),
+            _ => 0,
+        }
+    }
+
+    fn bytes(&self, ins: &HloInstructionProto) -> u64 {
+        let Some(out) = ins.shape.as_ref() else {
+            return 0;
+        };
+        let operand = |k: usize| self.operand_shape(ins, k).map_or(0, shape_bytes);
+        match ins.opcode.as_str() {
+            "parameter" | "constant" | "get-tuple-element" | "tuple" | "bitcast" => 0,
+            "reduce" => {
+                // Inputs once, init values once per output element, outputs once.
+                let n = ins.operand_ids.len() / 2;
+                let out_elems = elements(first_array(out));
+                let inputs: u64 = (0..n).map(operand).sum();
+                let inits: u64 = (n..ins.operand_ids.len())
+                    .map(|k| operand(k).saturating_mul(out_elems))
+                    .sum();
+                inputs + inits + shape_bytes(out)
+            }
+            o if o == "custom-call" && ins.custom_call_target.starts_with("__cudnn$conv") => {
+                // The scratch buffer of the (result, scratch) tuple is not counted.
+                (0..ins.operand_ids.len()).map(operand).sum::<u64>() + shape_bytes(first_array(out))
+            }
+            _ => (0..ins.operand_ids.len()).map(operand).sum::<u64>() + shape_bytes(out),
+        }
+    }
+}
+
+/// Max bit width of an instruction's array operands (0 when none).
+fn max_input_bits(view: &ModuleView<'_>, ins: &HloInstructionProto) -> u64 {
+    ins.operand_ids
+        .iter()
+        .filter_map(|id| view.instr(*id)?.shape.as_ref())
+        .filter(|s| s.element_type != PrimitiveType::Tuple as i32)
+        .map(|s| element_bits(s.element_type))
+        .max()
+        .unwrap_or(0)
+}
+
+/// Costs of every instruction of a module, by instruction id.
+pub fn module_costs(view: &ModuleView<'_>) -> HashMap<i64, HloCost> {
+    let mut ctx = Ctx {
+        view,
+        comp_flops: HashMap::new(),
+    };
+    let mut out = HashMap::new();
+    // Callees before callers, so fusions and reduces see their computations' FLOPs.
+    for ci in view.computation_post_order() {
+        let mut total = 0u64;
+        for ins in &view.instrs[ci] {
+            let model = ctx.flops(ins);
+            total = total.saturating_add(model);
+            let adjust = match max_input_bits(view, ins) {
+                4 => 4,
+                8 => 2,
+                _ => 1,
+            };
+            out.insert(
+                ins.id,
+                HloCost {
+                    flops: model / adjust,
+                    model_flops: model,
+                    bytes_accessed: ctx.bytes(ins),
+                },
+            );
+        }
+        ctx.comp_flops.insert(view.comps[ci].id, total);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xprof_proto::xla::WindowDimension;
+
+    fn wd(size: i64, stride: i64, pad: i64) -> WindowDimension {
+        WindowDimension {
+            size,
+            stride,
+            padding_low: pad,
+            padding_high: pad,
+            window_dilation: 1,
+            base_dilation: 1,
+            window_reversal: false,
+        }
+    }
+
+    #[test]
+    fn valid_pairs_count_taps_inside_the_input() {
+        // 8 outputs × 3 taps, padding 1: the first and last output lose one tap each.
+        assert_eq!(valid_pairs(8, 8, Some(&wd(3, 1, 1))), 22);
+        // No padding ("valid"): 6 outputs × 3 taps all inside.
+        assert_eq!(valid_pairs(6, 8, Some(&wd(3, 1, 0))), 18);
+        // Stride 2, padding 1, 4 outputs: o·2 + k − 1 ∈ [0, 8) → 3+3+3+2 = 11.
+        assert_eq!(valid_pairs(4, 8, Some(&wd(3, 2, 1))), 11);
+    }
+
+    #[test]
+    fn sub_byte_shapes_round_up() {
+        let s = ShapeProto {
+            element_type: PrimitiveType::S4 as i32,
+            dimensions: vec![3],
+            ..Default::default()
+        };
+        assert_eq!(shape_bytes(&s), 2);
+    }
+
+    #[test]
+    fn gemm_config_dimensions_parse_from_strings_or_numbers() {
+        let c = br#"{"gemm_backend_config":{"dot_dimension_numbers":{"lhs_contracting_dimensions":["1"],"rhs_contracting_dimensions":["0"]}}}"#;
+        assert_eq!(gemm_lhs_contracting(c), Some(vec![1]));
+        assert_eq!(gemm_lhs_contracting(b"not json"), None);
+    }
+}
