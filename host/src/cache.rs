@@ -35,6 +35,7 @@ use serde_json::{Map, Value, json};
 use xprof_plugin_api::ToolError;
 
 pub use db::Db;
+pub(crate) use fast::plugin_inputs;
 pub use fast::{Fast, fast_path, remember_registry};
 pub use keys::{absolute_lexical, key, normalised_args};
 pub use manifest::{RACY_MARGIN, RACY_MARGIN_COARSE, manifest, manifest_matches};

@@ -4,6 +4,7 @@
 
 pub mod cache;
 pub mod cli;
+pub mod index;
 pub mod mcp;
 pub mod output;
 pub mod registry;
@@ -260,6 +261,68 @@ fn run_tool(reg: &Registry, name: &str, argv: &[String], g: &GlobalOpts) -> i32 
     }
 }
 
+/// Is `rest` a tool call (not the listing or one of the host's own commands)?
+fn called_tool(rest: &[String]) -> Option<&str> {
+    rest.first()
+        .map(String::as_str)
+        .filter(|n| !registry::RESERVED_NAMES.contains(n))
+}
+
+/// The registry a command needs. A tool call loads only the plugin serving the tool when the
+/// registry index (module `index`) knows it; everything else loads every plugin, refreshing
+/// the index (for tool calls) and the cache's registry snapshot (when `remember`). With
+/// `--verbose`, a tool call says on stderr which plugins it loaded.
+fn load_registry(g: &GlobalOpts, rest: &[String], disc: &Discovery, remember: bool) -> Registry {
+    let Some(name) = called_tool(rest) else {
+        let reg = Registry::load(disc);
+        if remember {
+            cache::remember_registry(&reg, disc);
+        }
+        return reg;
+    };
+    // A stale cache snapshot is refreshed only by a full load, so it takes precedence.
+    let lookup = if remember {
+        index::Lookup::Stale
+    } else {
+        index::load_for_tool(disc, name)
+    };
+    let (reg, how, refused) = match lookup {
+        index::Lookup::Loaded(reg, refused) => (reg, "index", refused),
+        other => {
+            let reg = Registry::load(disc);
+            if remember {
+                cache::remember_registry(&reg, disc);
+            }
+            if matches!(other, index::Lookup::Stale) {
+                index::store(&reg, disc);
+            }
+            let refused = reg
+                .refused
+                .iter()
+                .map(|r| (r.path.display().to_string(), r.reason.clone()))
+                .collect();
+            (reg, "full", refused)
+        }
+    };
+    if g.verbose {
+        verbose_line(json!({
+            "registry": how,
+            "plugins_loaded": reg.plugins.iter().map(|p| json!({
+                "name": p.name, "path": p.path.display().to_string(),
+            })).collect::<Vec<_>>(),
+            "refused": refused.iter().map(|(path, reason)| json!({
+                "path": path, "reason": reason,
+            })).collect::<Vec<_>>(),
+        }));
+    }
+    reg
+}
+
+/// One `{"verbose": ...}` line on stderr (`--verbose`; never on stdout).
+pub(crate) fn verbose_line(v: Value) {
+    eprintln!("{}", json!({ "verbose": v }));
+}
+
 /// The whole command line. Returns the process exit code.
 pub fn run(argv: Vec<String>) -> i32 {
     let (g, rest) = match cli::extract_globals(argv) {
@@ -285,10 +348,7 @@ pub fn run(argv: Vec<String>) -> i32 {
         cache::Fast::Hit(code) => return code,
         cache::Fast::Miss { remember } => remember,
     };
-    let reg = Registry::load(&disc);
-    if remember {
-        cache::remember_registry(&reg, &disc);
-    }
+    let reg = load_registry(&g, &rest, &disc, remember);
     let format = g.format.clone().unwrap_or_else(|| "text".into());
     match rest.first().map(String::as_str) {
         None => {

@@ -54,6 +54,18 @@ impl DirOrigin {
             DirOrigin::UserData => "user data dir",
         }
     }
+    /// The inverse of [`DirOrigin::label`].
+    pub fn from_label(label: &str) -> Option<DirOrigin> {
+        [
+            DirOrigin::Explicit,
+            DirOrigin::EnvPath,
+            DirOrigin::ExeDir,
+            DirOrigin::PrefixLib,
+            DirOrigin::UserData,
+        ]
+        .into_iter()
+        .find(|o| o.label() == label)
+    }
 }
 
 /// How plugins are searched for.
@@ -101,6 +113,36 @@ impl Discovery {
             dirs.push((d.join("xprof/plugins"), DirOrigin::UserData));
         }
         dirs
+    }
+
+    /// The plugin files to load, in precedence order, each once (a directory listed twice, or
+    /// two directories holding the same file, load it from the first).
+    pub fn plugin_files(&self) -> Vec<(PathBuf, DirOrigin)> {
+        let mut out = Vec::new();
+        let mut seen_files: Vec<PathBuf> = Vec::new();
+        for (dir, origin) in self.dirs() {
+            let Ok(rd) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            let mut files: Vec<PathBuf> = rd
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(is_plugin_file)
+                })
+                .collect();
+            files.sort();
+            for path in files {
+                let canon = path.canonicalize().unwrap_or_else(|_| path.clone());
+                if seen_files.contains(&canon) {
+                    continue; // the same directory listed twice
+                }
+                seen_files.push(canon);
+                out.push((path, origin));
+            }
+        }
+        out
     }
 }
 
@@ -321,44 +363,52 @@ pub fn summarize_load_error(full: &str) -> String {
     }
 }
 
-fn load_one(path: &Path) -> Result<PluginModRef, (String, String)> {
-    let header = abi_stable::library::lib_header_from_path(path).map_err(|e| {
+/// Whether abi_stable's layout check runs when a plugin file is opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LayoutCheck {
+    /// Check the root module's layout against this host's (the normal case).
+    Check,
+    /// Skip the check: this very file (same identity) already passed it against this very
+    /// executable, as recorded by the registry index (`crate::index`), which revalidates both
+    /// files' identity before saying so. abi_stable documents this use of
+    /// `init_root_module_with_unchecked_layout` ("a cache of which dynamic libraries have been
+    /// checked for layout compatibility"). The version check still runs.
+    AlreadyChecked,
+}
+
+fn load_one(path: &Path, check: LayoutCheck) -> Result<PluginModRef, (String, String)> {
+    let fail = |e: abi_stable::library::LibraryError| {
         let full = e.to_string();
         (summarize_load_error(&full), full)
-    })?;
-    header.init_root_module::<PluginModRef>().map_err(|e| {
-        let full = e.to_string();
-        (summarize_load_error(&full), full)
-    })
+    };
+    let header = abi_stable::library::lib_header_from_path(path).map_err(fail)?;
+    match check {
+        LayoutCheck::Check => header.init_root_module::<PluginModRef>().map_err(fail),
+        // SAFETY: see `LayoutCheck::AlreadyChecked`: the layout of this file's root module was
+        // checked against this executable's `PluginModRef`, and neither file has changed since.
+        LayoutCheck::AlreadyChecked => unsafe {
+            header
+                .init_root_module_with_unchecked_layout::<PluginModRef>()
+                .map_err(fail)
+        },
+    }
 }
 
 impl Registry {
     /// Discover and load every plugin. Never fails: problems end up in `refused`.
     pub fn load(discovery: &Discovery) -> Registry {
         let mut reg = Registry::default();
-        let mut seen_files: Vec<PathBuf> = Vec::new();
-        for (dir, origin) in discovery.dirs() {
-            let Ok(rd) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            let mut files: Vec<PathBuf> = rd
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(is_plugin_file)
-                })
-                .collect();
-            files.sort();
-            for path in files {
-                let canon = path.canonicalize().unwrap_or_else(|_| path.clone());
-                if seen_files.contains(&canon) {
-                    continue; // the same directory listed twice
-                }
-                seen_files.push(canon);
-                reg.add_file(&path, origin);
-            }
+        for (path, origin) in discovery.plugin_files() {
+            reg.add_file(&path, origin, LayoutCheck::Check);
         }
+        reg
+    }
+
+    /// A registry of one plugin file only (what a tool call needs once the registry index has
+    /// said which file serves the tool). Problems end up in `refused`, as in [`Registry::load`].
+    pub fn load_file(path: &Path, origin: DirOrigin, check: LayoutCheck) -> Registry {
+        let mut reg = Registry::default();
+        reg.add_file(path, origin, check);
         reg
     }
 
@@ -371,8 +421,8 @@ impl Registry {
         });
     }
 
-    fn add_file(&mut self, path: &Path, origin: DirOrigin) {
-        let module = match load_one(path) {
+    fn add_file(&mut self, path: &Path, origin: DirOrigin, check: LayoutCheck) {
+        let module = match load_one(path, check) {
             Ok(m) => m,
             Err((reason, detail)) => return self.refuse(path, origin, reason, detail),
         };

@@ -41,7 +41,7 @@ fn dirs_key(disc: &crate::registry::Discovery) -> String {
 }
 
 /// The plugin directories and the plugin files in them, as cache inputs.
-fn plugin_inputs(disc: &crate::registry::Discovery) -> Vec<Value> {
+pub(crate) fn plugin_inputs(disc: &crate::registry::Discovery) -> Vec<Value> {
     let mut inputs = Vec::new();
     for (dir, _) in disc.dirs() {
         inputs.push(json!({"path": dir.display().to_string(), "kind": "dir"}));
@@ -208,6 +208,9 @@ pub fn fast_path(g: &GlobalOpts, rest: &[String], disc: &crate::registry::Discov
         return miss;
     };
     trace(&tool.name, "hit", Some("plugins not loaded"));
+    if g.verbose {
+        crate::verbose_line(json!({"registry": "cache", "plugins_loaded": []}));
+    }
     let format = g.format.as_deref().unwrap_or("json");
     Fast::Hit(
         match crate::output::render(&tool.name, &env.result, &env.content_type, format) {

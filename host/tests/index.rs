@@ -1,0 +1,271 @@
+//! The registry index: a tool call loads only the plugin serving the tool while the index is
+//! valid, and falls back to loading every plugin (with the same output) whenever it is not.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use common::*;
+use serde_json::Value;
+
+/// The `{"verbose": ...}` line of a `--verbose` call.
+fn verbose(out: &Output) -> Value {
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find_map(|v| v.get("verbose").cloned())
+        .unwrap_or_else(|| {
+            panic!(
+                "no verbose line on stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+}
+
+/// How the registry was built (`index` or `full`) and the names of the plugins loaded.
+fn loaded(out: &Output) -> (String, Vec<String>) {
+    let v = verbose(out);
+    let names = v["plugins_loaded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect();
+    (v["registry"].as_str().unwrap().to_string(), names)
+}
+
+struct Env {
+    _tmp: tempfile::TempDir,
+    cache: PathBuf,
+    plugins: PathBuf,
+}
+
+impl Env {
+    fn new() -> Env {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = tmp.path().join("cache");
+        let plugins = tmp.path().join("plugins");
+        copy_dir(plugin_dir(), &plugins);
+        Env {
+            _tmp: tmp,
+            cache,
+            plugins,
+        }
+    }
+
+    fn run(&self, args: &[&str], extra: &[&Path]) -> Output {
+        xprof_with_plugins(&self.cache, &self.plugins)
+            .args(args)
+            .args(extra)
+            .args(["--verbose", "--no_cache"])
+            .output()
+            .unwrap()
+    }
+
+    /// Repeat the call until it is served through the index (the plugin files were just
+    /// written, so their timestamps are too fresh to index at first). Bounded.
+    fn until_indexed(&self, args: &[&str], extra: &[&Path]) -> Output {
+        for _ in 0..2000 {
+            let out = self.run(args, extra);
+            if loaded(&out).0 == "index" {
+                return out;
+            }
+        }
+        panic!("never served through the registry index: {args:?}");
+    }
+
+    fn file_of(&self, needle: &str) -> PathBuf {
+        fs::read_dir(&self.plugins)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().contains(needle))
+            .unwrap()
+    }
+
+    fn index_file(&self) -> PathBuf {
+        let files: Vec<PathBuf> = fs::read_dir(self.cache.join("registry"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .collect();
+        assert_eq!(files.len(), 1, "{files:?}");
+        files[0].clone()
+    }
+}
+
+fn same_output(a: &Output, b: &Output) {
+    assert_eq!(a.status.code(), b.status.code());
+    assert_eq!(
+        String::from_utf8_lossy(&a.stdout),
+        String::from_utf8_lossy(&b.stdout)
+    );
+    // stderr minus the verbose line (which says how the registry was built).
+    let strip = |o: &Output| -> Vec<String> {
+        String::from_utf8_lossy(&o.stderr)
+            .lines()
+            .filter(|l| !l.starts_with("{\"verbose\""))
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(strip(a), strip(b));
+}
+
+#[test]
+fn a_tool_call_loads_only_its_plugin_with_the_same_output_and_errors() {
+    let Some(seed) = seed_logdir() else { return };
+    let env = Env::new();
+    let first = env.run(&["get_hosts"], &[&seed]);
+    assert_eq!(
+        loaded(&first),
+        (
+            "full".to_string(),
+            vec!["core".to_string(), "example-vendor".to_string()]
+        )
+    );
+    let out = env.until_indexed(&["get_hosts"], &[&seed]);
+    assert_eq!(loaded(&out).1, ["core"]);
+    same_output(&out, &first);
+    assert!(
+        !env.cache.join("cache.sqlite").exists(),
+        "--no_cache keeps the index but never creates the result cache"
+    );
+
+    // The vendor's tool loads the vendor plugin only.
+    let out = env.run(&["vendor_dump_inventory", "--help"], &[]);
+    assert_eq!(
+        loaded(&out),
+        ("index".into(), vec!["example-vendor".into()])
+    );
+    assert!(out.status.success());
+
+    // Aliases resolve through the index too.
+    let out = env.run(&["tf_stats", "--help"], &[]);
+    assert_eq!(loaded(&out), ("index".into(), vec!["core".into()]));
+
+    // Errors are the same: a bad argument, a missing path, an unknown tool (which loads all).
+    for args in [
+        &["get_hosts", "--bogus", "1"][..],
+        &["get_hosts", "/nonexistent/logdir"][..],
+    ] {
+        let via_index = env.run(args, &[]);
+        assert_eq!(loaded(&via_index).0, "index");
+        let full = xprof_with_plugins(&env.cache, &env.plugins)
+            .args(args)
+            .args(["--no_cache"])
+            .env("XPROF_CACHE_DIR", env.cache.join("elsewhere"))
+            .output()
+            .unwrap();
+        assert!(!via_index.status.success());
+        same_output(&via_index, &full);
+    }
+    let out = env.run(&["get_hostz"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        loaded(&out).1.len(),
+        2,
+        "an unknown tool loads every plugin"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("get_hosts"));
+}
+
+#[test]
+fn a_changed_added_or_removed_plugin_file_invalidates_the_index() {
+    let Some(seed) = seed_logdir() else { return };
+    let env = Env::new();
+    env.until_indexed(&["get_hosts"], &[&seed]);
+
+    // "Rebuild" core: same bytes, a new file.
+    let core = env.file_of("xprof_plugin_core");
+    let bytes = fs::read(&core).unwrap();
+    fs::remove_file(&core).unwrap();
+    fs::write(&core, &bytes).unwrap();
+    assert_eq!(loaded(&env.run(&["get_hosts"], &[&seed])).0, "full");
+    env.until_indexed(&["get_hosts"], &[&seed]);
+
+    // A new plugin file: here a broken one, whose refusal is reported on both paths.
+    let broken = env.plugins.join("libxprof_plugin_broken.so");
+    fs::write(&broken, b"not a shared object").unwrap();
+    let out = env.run(&["get_hosts"], &[&seed]);
+    assert_eq!(loaded(&out).0, "full");
+    let refused = |out: &Output| verbose(out)["refused"].as_array().unwrap().len();
+    assert_eq!(refused(&out), 1);
+    let out = env.until_indexed(&["get_hosts"], &[&seed]);
+    assert_eq!(refused(&out), 1, "the index keeps the refusals");
+    assert_eq!(loaded(&out).1, ["core"]);
+
+    // A removed plugin file.
+    fs::remove_file(&broken).unwrap();
+    let vendor = env.file_of("example_vendor");
+    let vendor_bytes = fs::read(&vendor).unwrap();
+    fs::remove_file(&vendor).unwrap();
+    let out = env.run(&["get_hosts"], &[&seed]);
+    assert_eq!(loaded(&out), ("full".into(), vec!["core".into()]));
+    let out = env.run(&["vendor_dump_inventory", "--help"], &[]);
+    assert_eq!(out.status.code(), Some(2), "the vendor tool is gone");
+
+    // The vendor plugin comes back under another file name: its tool is found there.
+    let moved = env.plugins.join("libxprof_plugin_acme.so");
+    fs::write(&moved, vendor_bytes).unwrap();
+    let out = env.run(&["vendor_dump_inventory", "--help"], &[]);
+    assert!(out.status.success());
+    let out = env.until_indexed(&["vendor_dump_inventory", "--help"], &[]);
+    assert_eq!(
+        verbose(&out)["plugins_loaded"][0]["path"],
+        moved.display().to_string()
+    );
+}
+
+#[test]
+fn an_index_naming_the_wrong_plugin_or_a_corrupt_one_falls_back_to_the_full_load() {
+    let Some(seed) = seed_logdir() else { return };
+    let env = Env::new();
+    let reference = env.until_indexed(&["get_hosts"], &[&seed]);
+    let index = env.index_file();
+
+    // The index says another plugin serves the tool (as if the tool had moved between
+    // plugins without the files changing): the one plugin loaded does not have it.
+    let mut v: Value = serde_json::from_slice(&fs::read(&index).unwrap()).unwrap();
+    let owner = v["tools"]["get_hosts"][1].as_u64().unwrap();
+    v["tools"]["get_hosts"][1] = Value::from(1 - owner);
+    fs::write(&index, v.to_string()).unwrap();
+    let out = env.run(&["get_hosts"], &[&seed]);
+    assert_eq!(loaded(&out).0, "full");
+    same_output(&out, &reference);
+    // ... and the full load rewrote it.
+    let out = env.run(&["get_hosts"], &[&seed]);
+    assert_eq!(loaded(&out), ("index".into(), vec!["core".into()]));
+
+    for garbage in [&b""[..], b"{\"version\": 1", b"\x00\xff garbage"] {
+        fs::write(&index, garbage).unwrap();
+        let out = env.run(&["get_hosts"], &[&seed]);
+        assert_eq!(loaded(&out).0, "full");
+        same_output(&out, &reference);
+        let out = env.run(&["get_hosts"], &[&seed]);
+        assert_eq!(loaded(&out).0, "index", "rewritten after {garbage:?}");
+    }
+}
+
+#[test]
+fn listings_and_host_commands_load_every_plugin() {
+    let env = Env::new();
+    for args in [&["tools"][..], &["plugins"], &["help", "get_hosts"]] {
+        let out = xprof_with_plugins(&env.cache, &env.plugins)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}");
+        // No verbose line is asked for, none is printed.
+        assert!(!String::from_utf8_lossy(&out.stderr).contains("\"verbose\""));
+    }
+    let out = xprof_with_plugins(&env.cache, &env.plugins)
+        .args(["plugins"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("core") && text.contains("example-vendor"),
+        "{text}"
+    );
+}
