@@ -67,7 +67,7 @@ pub fn gpu_hlo() -> xla::HloProto {
         window_reversal: false,
     };
     conv.window = Some(Window {
-        dimensions: vec![wd.clone(), wd],
+        dimensions: vec![wd, wd],
     });
     conv.convolution_dimension_numbers = Some(ConvolutionDimensionNumbers {
         input_batch_dimension: 0,
