@@ -72,6 +72,7 @@ pub mod breakdown;
 pub mod cost_model;
 pub mod device;
 pub mod events;
+pub mod filter;
 pub mod format;
 pub mod host;
 pub mod load;
