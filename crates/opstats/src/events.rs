@@ -11,6 +11,8 @@ use std::collections::HashMap;
 use rayon::prelude::*;
 use xprof_xspace::{Events, Line, Plane, XSpace};
 
+use crate::filter::{Fields, Filter};
+
 /// A name filter (a regex, in the tools).
 pub type NameFilter<'f> = &'f (dyn Fn(&str) -> bool + Sync);
 
@@ -25,6 +27,8 @@ pub struct EventQuery<'f> {
     pub min_duration_ps: Option<i64>,
     pub max_duration_ps: Option<i64>,
     pub overlap: bool,
+    /// A `--filter` expression ([`crate::filter`]), tested after the name and time filters.
+    pub filter: Option<&'f Filter>,
 }
 
 /// One matching event.
@@ -40,15 +44,17 @@ pub struct Hit<'a> {
 }
 
 /// The event names of one plane by metadata position (the last slot is `Unknown`, for events
-/// whose metadata the plane lacks) and whether each passes the event filter.
+/// whose metadata the plane lacks), whether each passes the event filter, and the results of
+/// the expression's `event` tests on it ([`Filter::event_bits`]; empty without an expression).
 struct PlaneNames<'a> {
     plane: Plane<'a>,
     names: Vec<&'a str>,
     keep: Vec<bool>,
+    bits: Vec<u64>,
 }
 
 impl<'a> PlaneNames<'a> {
-    fn new(plane: Plane<'a>, filter: NameFilter<'_>) -> Self {
+    fn new(plane: Plane<'a>, filter: NameFilter<'_>, expr: Option<&Filter>) -> Self {
         let mut names: Vec<&'a str> = (0..plane.num_event_metadata())
             .map(|k| {
                 plane.event_metadata_at(k).map_or("Unknown", |m| {
@@ -61,8 +67,21 @@ impl<'a> PlaneNames<'a> {
             })
             .collect();
         names.push("Unknown");
-        let keep = names.iter().map(|n| filter(n)).collect();
-        PlaneNames { plane, names, keep }
+        let keep: Vec<bool> = names.iter().map(|n| filter(n)).collect();
+        let bits = match expr {
+            Some(x) => names
+                .iter()
+                .zip(&keep)
+                .map(|(n, &k)| if k { x.event_bits(n) } else { 0 })
+                .collect(),
+            None => Vec::new(),
+        };
+        PlaneNames {
+            plane,
+            names,
+            keep,
+            bits,
+        }
     }
     /// The slot of an event's metadata id.
     #[inline]
@@ -109,7 +128,7 @@ impl EventQuery<'_> {
         let planes: Vec<Plane<'a>> = space.planes().filter(|p| (self.plane)(p.name())).collect();
         let names: Vec<PlaneNames<'a>> = planes
             .par_iter()
-            .map(|p| PlaneNames::new(*p, self.event))
+            .map(|p| PlaneNames::new(*p, self.event, self.filter))
             .collect();
         let mut runs = Vec::new();
         for (pi, p) in planes.iter().enumerate() {
@@ -124,9 +143,36 @@ impl EventQuery<'_> {
         (names, runs)
     }
 
+    /// How many events the planes and lines passing the plane and line filters hold: the
+    /// events a scan visits before the name, time and expression filters (XProf's
+    /// `events_scanned`, which has no line filter and stops counting after 5 M events).
+    pub fn events_scanned(&self, space: &XSpace) -> usize {
+        space
+            .planes()
+            .filter(|p| (self.plane)(p.name()))
+            .flat_map(|p| p.lines())
+            .filter(|l| (self.line)(l.name()))
+            .map(|l| l.num_events())
+            .sum()
+    }
+
     /// Calls `f(slot, offset_ps, start_ps, duration_ps)` for each matching event of `run`.
     #[inline]
-    fn scan(&self, names: &PlaneNames<'_>, run: &Run<'_>, mut f: impl FnMut(usize, i64, i64, i64)) {
+    fn scan(&self, names: &PlaneNames<'_>, run: &Run<'_>, f: impl FnMut(usize, i64, i64, i64)) {
+        match self.filter {
+            Some(x) if !x.is_trivial() => self.scan_expr(x, names, run, f),
+            _ => self.scan_plain(names, run, f),
+        }
+    }
+
+    /// [`Self::scan`] without an expression.
+    #[inline]
+    fn scan_plain(
+        &self,
+        names: &PlaneNames<'_>,
+        run: &Run<'_>,
+        mut f: impl FnMut(usize, i64, i64, i64),
+    ) {
         for e in run.events() {
             let slot = names.slot(e.metadata_id());
             if !names.keep[slot] {
@@ -134,6 +180,40 @@ impl EventQuery<'_> {
             }
             let (start, dur) = (e.start_ps(), e.duration_ps());
             if self.keeps_times(start, dur) {
+                f(slot, e.offset_ps(), start, dur);
+            }
+        }
+    }
+
+    /// [`Self::scan`] with an expression: its plane and line tests are resolved once per run,
+    /// its event-name tests once per metadata slot, so per event only the numeric tests run.
+    fn scan_expr(
+        &self,
+        x: &Filter,
+        names: &PlaneNames<'_>,
+        run: &Run<'_>,
+        mut f: impl FnMut(usize, i64, i64, i64),
+    ) {
+        let (plane, line, line_id) = (names.plane.name(), run.line.name(), run.line.id());
+        let line_bits = x.line_bits(plane, line, line_id);
+        for e in run.events() {
+            let slot = names.slot(e.metadata_id());
+            if !names.keep[slot] {
+                continue;
+            }
+            let (start, dur) = (e.start_ps(), e.duration_ps());
+            if !self.keeps_times(start, dur) {
+                continue;
+            }
+            let fields = Fields {
+                plane,
+                line,
+                line_id,
+                event: names.names[slot],
+                start_ps: start,
+                duration_ps: dur,
+            };
+            if x.matches_bits(line_bits | names.bits[slot], &fields) {
                 f(slot, e.offset_ps(), start, dur);
             }
         }

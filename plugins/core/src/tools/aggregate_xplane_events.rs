@@ -44,7 +44,10 @@ impl Tool for AggregateXplaneEvents {
         "Groups the matching events of one host (same filters as list_xplane_events) by event \
          name (or any comma-separated subset of event, plane, line via --group_by) and reports count, \
          total/min/max duration (exact ps), mean, p50/p90/p99 and sample standard deviation, \
-         sorted by total duration. Durations are the events' own (host clock)."
+         sorted by total duration. Durations are the events' own (host clock). \
+         events_scanned counts the events of the planes and lines kept by --plane_regex and \
+         --line_regex, before the name, time and --filter tests (as XProf's CLI, without its \
+         5 M cap)."
     }
     fn params(&self) -> Params {
         EventFilter::params(Params::new().capture().host())
@@ -56,22 +59,33 @@ impl Tool for AggregateXplaneEvents {
             .integer_min("top_n", "Groups returned.", Some(50), 1)
     }
     fn output(&self) -> &'static str {
-        "{capture, run, total_event_types, shown, aggregates: [...], note?}"
+        "{capture, run, total_event_types, total_matched, events_scanned, returned, truncated, shown, aggregates: [...], note?}"
     }
     fn examples(&self) -> Vec<Example> {
-        vec![Example::new(
-            "matmul events on the TPU plane",
-            json!({"path": "${CORPUS}/fixtures/seed-v6e/logdir", "plane_regex": "TPU", "event_regex": "matmul"}),
-        )
-        .expect(&["aggregates", "total_event_types"])]
+        vec![
+            Example::new(
+                "matmul events on the TPU plane",
+                json!({"path": "${CORPUS}/fixtures/seed-v6e/logdir", "plane_regex": "TPU", "event_regex": "matmul"}),
+            )
+            .expect(&["aggregates", "total_event_types"]),
+            Example::new(
+                "events over 1 µs outside the python thread, by event and line",
+                json!({"path": "${FIXTURES}/jax-cpu/logdir", "run": "mlp_steps", "filter": "duration_us > 1 and not line == python", "group_by": "event,line"}),
+            )
+            .expect(&["aggregates", "events_scanned"]),
+        ]
     }
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let filter = EventFilter::from_call(call)?;
         let (by_event, by_plane, by_line) = group_keys(&call.str_or("group_by", "event")?)?;
         let top_n = call.usize_or("top_n", 50)?.max(1);
         let (s, idx, space) = one_host(call)?;
-        let (matched, groups) =
-            filter.with_query(|q| q.group_durations(&space, by_event, by_plane, by_line));
+        let (scanned, (matched, groups)) = filter.with_query(|q| {
+            (
+                q.events_scanned(&space),
+                q.group_durations(&space, by_event, by_plane, by_line),
+            )
+        });
         let mut aggs: Vec<(i64, Value)> = group_stats(groups)
             .into_iter()
             .map(|((name, plane, line), st)| {
@@ -104,6 +118,7 @@ impl Tool for AggregateXplaneEvents {
         let mut body = Map::new();
         body.insert("total_event_types".into(), json!(total));
         body.insert("total_matched".into(), json!(matched));
+        body.insert("events_scanned".into(), json!(scanned));
         body.insert("returned".into(), json!(total.min(top_n)));
         body.insert("truncated".into(), json!(total > top_n));
         body.insert("shown".into(), json!(total.min(top_n)));

@@ -1,6 +1,7 @@
 use regex::Regex;
 use serde_json::{Map, Value, json};
 use xprof_opstats::events::EventQuery;
+use xprof_opstats::filter::{Filter, Matcher};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 use xprof_xspace::XSpace;
 
@@ -20,6 +21,33 @@ pub struct EventFilter {
     pub max_dur: Option<i64>,
     /// Window test: the event lies inside the window (`containment`) or touches it (`overlap`).
     pub overlap: bool,
+    /// The `filter` expression (XProf CLI syntax, `xprof_opstats::filter`), when not blank.
+    pub expr: Option<Filter>,
+}
+
+/// The `filter` example shown in its errors' hint (and checked against the parameter doc).
+pub const FILTER_EXAMPLE: &str = "duration_us > 1 and (event =~ \"fusion\" or line == \"XLA Ops\")";
+
+/// The `filter` argument, parsed once (regexes compiled once) for the whole scan.
+fn filter_arg(call: &Call) -> Result<Option<Filter>, ToolError> {
+    let Some(expr) = call.opt_str("filter")? else {
+        return Ok(None);
+    };
+    let regex = |p: &str| -> Result<Matcher, String> {
+        let re = Regex::new(p).map_err(|e| e.to_string())?;
+        Ok(Box::new(move |s: &str| re.is_match(s)))
+    };
+    let f = Filter::parse(&expr, &regex).map_err(|e| {
+        ToolError::invalid(format!("argument `filter` is not a valid expression: {e}")).with_hint(
+            format!(
+                "e.g. --filter '{FILTER_EXAMPLE}'. Tests are FIELD OP VALUE joined by and/or/not \
+                 and parentheses; fields: plane, line, line_id, event (==, !=, contains, =~, !~) \
+                 and duration_ps/ns/us/ms, offset_ps (= start_ps, absolute), end_ps (==, !=, <, \
+                 <=, >, >=; values may carry a unit: 1.5us); quote values with spaces"
+            ),
+        )
+    })?;
+    Ok((!f.is_trivial()).then_some(f))
 }
 
 fn regex_arg(call: &Call, name: &str) -> Result<Regex, ToolError> {
@@ -46,6 +74,16 @@ impl EventFilter {
                 &["containment", "overlap"],
                 "containment",
             )
+            .string(
+                "filter",
+                "Boolean expression over each event (XProf CLI syntax), e.g. \
+                 `duration_us > 1 and (event =~ \"fusion\" or line == \"XLA Ops\")`. \
+                 Tests: plane, line, line_id (line name or id), event with ==, !=, contains, \
+                 =~ (regex search), !~; duration_ps/duration_ns/duration_us/duration_ms, \
+                 offset_ps or start_ps (absolute start), end_ps with ==, !=, <, <=, >, >= \
+                 (numbers in the field's unit, or with a unit suffix: `end_ps <= 1.5ms`). \
+                 Combine with and/&&, or/||, not/!, parentheses; quote values with spaces.",
+            )
     }
     pub fn from_call(call: &Call) -> Result<Self, ToolError> {
         let f = EventFilter {
@@ -57,6 +95,7 @@ impl EventFilter {
             min_dur: call.opt_i64("min_duration_ps")?,
             max_dur: call.opt_i64("max_duration_ps")?,
             overlap: call.str_or("window_semantics", "containment")? == "overlap",
+            expr: filter_arg(call)?,
         };
         if let (Some(s), Some(e)) = (f.start_ps, f.end_ps)
             && e < s
@@ -85,6 +124,7 @@ impl EventFilter {
             min_duration_ps: self.min_dur,
             max_duration_ps: self.max_dur,
             overlap: self.overlap,
+            filter: self.expr.as_ref(),
         }
     }
 
@@ -126,8 +166,9 @@ impl Tool for ListXplaneEvents {
     fn doc(&self) -> &'static str {
         "Raw XSpace events of one host (--host, default the first), in plane/line/event order, \
          filtered by regexes on plane, line and event names (unanchored), an absolute time window \
-         (ps on the capture's clock: line timestamp + offset) and durations; paged with \
-         --offset/--max_events. Names are the metadata display name, else the name."
+         (ps on the capture's clock: line timestamp + offset), durations and a boolean --filter \
+         expression in XProf's CLI syntax (e.g. `duration_us > 1 and event =~ \"fusion\"`); \
+         paged with --offset/--max_events. Names are the metadata display name, else the name."
     }
     fn params(&self) -> Params {
         EventFilter::params(Params::new().capture().host())
@@ -148,11 +189,23 @@ impl Tool for ListXplaneEvents {
         "{capture, run, events: [{plane, line, line_id, event, offset_ps, start_ps, duration_ps}], total_matched, truncated}"
     }
     fn examples(&self) -> Vec<Example> {
-        vec![Example::new(
-            "XLA ops of the shared TPU capture",
-            json!({"path": "${CORPUS}/fixtures/seed-v6e/logdir", "plane_regex": "TPU", "line_regex": "^XLA Ops$", "max_events": 5}),
-        )
-        .expect(&["events", "total_matched"])]
+        vec![
+            Example::new(
+                "XLA ops of the shared TPU capture",
+                json!({"path": "${CORPUS}/fixtures/seed-v6e/logdir", "plane_regex": "TPU", "line_regex": "^XLA Ops$", "max_events": 5}),
+            )
+            .expect(&["events", "total_matched"]),
+            Example::new(
+                "TPU matmul kernels longer than 75 µs, with a filter expression",
+                json!({"path": "${CORPUS}/fixtures/seed-v6e/logdir", "filter": "plane =~ TPU and line == \"XLA Ops\" and event contains matmul and duration_us > 75", "max_events": 3}),
+            )
+            .expect(&["events", "total_matched"]),
+            Example::new(
+                "Python frames over 100 µs that started after the first millisecond",
+                json!({"path": "${FIXTURES}/jax-cpu/logdir", "run": "mlp_steps", "filter": "line == python and duration_us > 100 and start_ps >= 1ms"}),
+            )
+            .expect(&["events", "total_matched"]),
+        ]
     }
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let filter = EventFilter::from_call(call)?;
@@ -186,5 +239,258 @@ impl Tool for ListXplaneEvents {
         body.insert("returned".into(), json!(n));
         body.insert("truncated".into(), json!(skip + n < matched));
         Ok(with_capture(&s, &[&s.hosts[idx]], &[], body).into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+    use xprof_plugin_api::sdk::{invoke_json, testing};
+    use xprof_plugin_api::{ErrorKind, ToolError};
+
+    use super::FILTER_EXAMPLE;
+
+    const KRATE: &str = env!("CARGO_CRATE_NAME");
+
+    fn call(tool: &str, args: Value) -> Result<Value, ToolError> {
+        invoke_json(KRATE, tool, &args.to_string(), "{}").map(|env| env["result"].clone())
+    }
+
+    fn matched(tool: &str, args: Value) -> u64 {
+        let r = call(tool, args.clone()).unwrap_or_else(|e| panic!("{tool} {args}: {e}"));
+        r["total_matched"].as_u64().unwrap()
+    }
+
+    /// The repository's own JAX CPU capture (always present).
+    fn mlp_steps() -> String {
+        testing::workspace_root(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/jax-cpu/logdir/plugins/profile/mlp_steps")
+            .display()
+            .to_string()
+    }
+
+    /// The shared corpus's seed TPU capture.
+    fn seed() -> Option<String> {
+        testing::corpus(env!("CARGO_MANIFEST_DIR")).map(|c| {
+            c.join("fixtures/seed-v6e/logdir/plugins/profile/testrun")
+                .display()
+                .to_string()
+        })
+    }
+
+    /// `total_matched` of XProf's official CLI (PyPI `xprof` 2.24.2), observed with
+    ///   xprof list_xplane_events <copy of the run dir> --max_events=0 --filter='<expr>'
+    /// on a copy in /tmp (the official CLI writes into run directories).
+    const MLP_STEPS_GOLDEN: &[(&str, u64)] = &[
+        (
+            "line == python and offset_ps >= 10us and duration < 2us",
+            161,
+        ),
+        (
+            "line_name !~ \"^tf_\" and duration_ns > 1000 or event contains dot",
+            122,
+        ),
+        (
+            "event contains \"jit\" or (line_id == python and duration_ms > 0.05)",
+            36,
+        ),
+        ("!(duration_ps = 0)", 567),
+        // The documented example.
+        (
+            "line == python and duration_us > 100 and start_ps >= 1ms",
+            9,
+        ),
+        ("", 596),
+    ];
+    /// As above, on `seed-v6e/logdir/plugins/profile/testrun` (the shared corpus).
+    const SEED_GOLDEN: &[(&str, u64)] = &[
+        ("duration_us > 1", 405),
+        (
+            "plane == \"/device:TPU:0\" and (event =~ \"matmul\" or event contains Copy) and not duration_ns < 500",
+            6,
+        ),
+        ("NOT plane =~ TPU AND end_ps <= 81.5ms", 4),
+        (
+            "plane =~ TPU and start_ps >= 81.5ms and line != \"XLA Ops\"",
+            1694,
+        ),
+        (
+            "line = \"XLA Ops\" && duration_us >= 75.6 || event ~ \"^jit_\"",
+            5,
+        ),
+        // The documented example.
+        (
+            "plane =~ TPU and line == \"XLA Ops\" and event contains matmul and duration_us > 75",
+            3,
+        ),
+        ("", 4208),
+    ];
+
+    #[test]
+    fn filter_matches_the_official_cli_on_the_jax_cpu_capture() {
+        for &(expr, want) in MLP_STEPS_GOLDEN {
+            let args = json!({"path": mlp_steps(), "filter": expr, "max_events": 0});
+            assert_eq!(matched("list_xplane_events", args), want, "{expr}");
+        }
+    }
+
+    #[test]
+    fn filter_matches_the_official_cli_on_the_seed_capture() {
+        let Some(seed) = seed() else { return };
+        for &(expr, want) in SEED_GOLDEN {
+            let args = json!({"path": seed, "filter": expr, "max_events": 0});
+            assert_eq!(matched("list_xplane_events", args), want, "{expr}");
+        }
+    }
+
+    /// The official CLI's first page of `--max_events=5 --offset=2 --filter='duration_us > 1'`
+    /// (oracle `list_xplane_events.filter_paged.json`): same events, same order.
+    #[test]
+    fn filter_pages_like_the_official_cli() {
+        let Some(seed) = seed() else { return };
+        let r = call(
+            "list_xplane_events",
+            json!({"path": seed, "filter": "duration_us > 1", "max_events": 5, "offset": 2}),
+        )
+        .unwrap();
+        let got: Vec<(i64, i64)> = r["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["start_ps"].as_i64().unwrap(),
+                    e["duration_ps"].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        let oracle = testing::corpus(env!("CARGO_MANIFEST_DIR"))
+            .unwrap()
+            .join("oracle/official-cli-2.24.2/seed-v6e/list_xplane_events.filter_paged.json");
+        let want: Value = serde_json::from_str(&std::fs::read_to_string(oracle).unwrap()).unwrap();
+        let want: Vec<(i64, i64)> = want["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["offset_ps"].as_i64().unwrap(),
+                    e["duration_ps"].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(
+            (r["total_matched"].as_u64(), r["returned"].as_u64()),
+            (Some(405), Some(5))
+        );
+        assert_eq!(r["truncated"], true);
+    }
+
+    #[test]
+    fn aggregate_filter_and_events_scanned_match_the_official_cli() {
+        // `xprof aggregate_xplane_events <mlp_steps> --group_by=event,line
+        //  --filter='duration_us > 1 and not line == python'`: 49 groups, events_scanned 596.
+        let r = call(
+            "aggregate_xplane_events",
+            json!({"path": mlp_steps(), "filter": "duration_us > 1 and not line == python", "group_by": "event,line", "top_n": 1000}),
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                r["total_event_types"].as_u64(),
+                r["events_scanned"].as_u64()
+            ),
+            (Some(49), Some(596))
+        );
+        let Some(seed) = seed() else { return };
+        // `xprof aggregate_xplane_events <run> --filter='duration_us > 1'`: 45 groups,
+        // events_scanned 4208; `--plane_regex=TPU`: 32 groups, events_scanned 2548.
+        for (args, groups, scanned) in [
+            (
+                json!({"path": seed, "filter": "duration_us > 1", "top_n": 1000}),
+                45,
+                4208,
+            ),
+            (
+                json!({"path": seed, "plane_regex": "TPU", "top_n": 1000}),
+                32,
+                2548,
+            ),
+        ] {
+            let r = call("aggregate_xplane_events", args.clone()).unwrap();
+            assert_eq!(r["total_event_types"], groups, "{args}");
+            assert_eq!(r["events_scanned"], scanned, "{args}");
+        }
+        // The matched events of the filter are the list tool's.
+        let r = call(
+            "aggregate_xplane_events",
+            json!({"path": seed, "filter": "duration_us > 1"}),
+        )
+        .unwrap();
+        assert_eq!(r["total_matched"], 405);
+    }
+
+    #[test]
+    fn filter_combines_with_the_other_filters() {
+        let all = matched(
+            "list_xplane_events",
+            json!({"path": mlp_steps(), "filter": "line == python and duration_us > 10", "max_events": 0}),
+        );
+        let split = matched(
+            "list_xplane_events",
+            json!({"path": mlp_steps(), "line_regex": "^python$", "min_duration_ps": 10_000_001, "max_events": 0}),
+        );
+        assert_eq!(all, split);
+        assert!(all > 0);
+        let narrowed = matched(
+            "list_xplane_events",
+            json!({"path": mlp_steps(), "line_regex": "^python$", "filter": "duration_us > 10", "event_regex": "^\\$", "max_events": 0}),
+        );
+        assert!(narrowed > 0 && narrowed < all, "{narrowed} {all}");
+        // A blank filter is no filter.
+        assert_eq!(
+            matched(
+                "list_xplane_events",
+                json!({"path": mlp_steps(), "filter": "  ", "max_events": 0})
+            ),
+            596
+        );
+    }
+
+    #[test]
+    fn bad_filters_are_invalid_values_pointing_at_the_position() {
+        for (tool, expr, column) in [
+            ("list_xplane_events", "duration_us 1", 13),
+            ("list_xplane_events", "dur > 1", 1),
+            ("list_xplane_events", "event =~ \"(\"", 10),
+            ("aggregate_xplane_events", "(duration_us > 1", 1),
+            ("aggregate_xplane_events", "duration_us > 1 us", 17),
+        ] {
+            let e = call(tool, json!({"path": mlp_steps(), "filter": expr})).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidValue, "{expr}");
+            assert!(e.message.contains("`filter`"), "{}", e.message);
+            assert!(
+                e.message.contains(&format!("column {column}")),
+                "{}",
+                e.message
+            );
+            let hint = e.hint.unwrap();
+            assert!(hint.contains(FILTER_EXAMPLE), "{hint}");
+        }
+    }
+
+    #[test]
+    fn the_filter_example_parses_and_is_documented() {
+        let ok = |_: &str| -> Result<xprof_opstats::filter::Matcher, String> {
+            Ok(Box::new(|_: &str| true))
+        };
+        assert!(xprof_opstats::filter::Filter::parse(FILTER_EXAMPLE, &ok).is_ok());
+        use xprof_plugin_api::Tool;
+        let schema = super::ListXplaneEvents.params().schema();
+        let doc = schema["properties"]["filter"]["description"]
+            .as_str()
+            .unwrap();
+        assert!(doc.contains(&format!("`{FILTER_EXAMPLE}`")), "{doc}");
     }
 }
