@@ -5,7 +5,6 @@
 //! where CAPTURE is an `.xplane.pb` file or a run directory (its first host is read);
 //! `--no-mmap` reads the file instead of mapping it.
 
-use rayon::prelude::*;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use xprof_xspace::XSpace;
@@ -50,6 +49,27 @@ impl Acc {
     }
 }
 
+/// The scan: per run, a table of [`Acc`] indexed by metadata position.
+struct ByMetadata<'f> {
+    planes: &'f (dyn Fn(&str) -> bool + Sync),
+}
+
+impl xprof_xspace::EventScan for ByMetadata<'_> {
+    type Acc = Vec<Acc>;
+    fn start(&self, line: xprof_xspace::Line<'_>) -> Option<Vec<Acc>> {
+        let plane = line.plane();
+        if line.num_events() == 0 || !(self.planes)(plane.name()) {
+            return None;
+        }
+        Some(vec![Acc::default(); plane.num_event_metadata() + 1])
+    }
+    #[inline]
+    fn event(&self, t: &mut Vec<Acc>, e: xprof_xspace::Event<'_>, position: Option<usize>) {
+        let unknown = t.len() - 1;
+        t[position.unwrap_or(unknown)].add(e.duration_ps());
+    }
+}
+
 fn main() -> std::process::ExitCode {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     // `--no-mmap`: read the file instead of mapping it (to compare the two).
@@ -86,40 +106,22 @@ fn main() -> std::process::ExitCode {
         no_mmap,
         ..Default::default()
     };
-    let space = match XSpace::open_with(&path, &opts) {
+    // One pass: `open_scan` validates each event as it hands it over. Per run of events (a
+    // line, or a ~1 MiB chunk of a huge line, in parallel) a table indexed by the metadata's
+    // dense position; the last slot collects events whose metadata is missing.
+    let scan = ByMetadata {
+        planes: &|name: &str| matches(&plane_re, name),
+    };
+    let (space, runs) = match XSpace::open_scan(&path, &opts, &scan) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("{e}");
             return std::process::ExitCode::from(4);
         }
     };
-    // Per line, accumulate by metadata id (the name is resolved once per id, not per event).
-    let lines: Vec<_> = space
-        .planes()
-        .filter(|p| matches(&plane_re, p.name()))
-        .flat_map(|p| p.lines())
-        .collect();
-    // Accumulate per run of events (huge lines come in the ~1 MiB runs `open` validated, so one
-    // line does not serialize the scan) into a table indexed by the metadata's dense position;
-    // the last slot collects events whose metadata is missing.
-    let runs: Vec<_> = lines.iter().flat_map(|l| l.event_runs()).collect();
     let per_run: Vec<(xprof_xspace::Plane<'_>, Vec<Acc>)> = runs
-        .into_par_iter()
-        .map(|events| {
-            let mut events = events;
-            let first = events.next()?;
-            let plane = first.plane();
-            let unknown = plane.num_event_metadata();
-            let mut t = vec![Acc::default(); unknown + 1];
-            for e in std::iter::once(first).chain(events) {
-                let pos = plane
-                    .event_metadata_position(e.metadata_id())
-                    .unwrap_or(unknown);
-                t[pos].add(e.duration_ps());
-            }
-            Some((plane, t))
-        })
-        .flatten()
+        .into_iter()
+        .filter_map(|r| Some((space.planes().nth(r.plane)?, r.acc)))
         .collect();
     let mut by_name: HashMap<&str, Acc> = HashMap::new();
     let mut scanned = 0u64;

@@ -28,6 +28,10 @@
 //! metadata's, [`Event::stat_or_metadata`] tries both in that order — XProf's converters pick
 //! one explicitly per stat, and so should callers.
 //!
+//! A view that reads every event once can skip the second pass: [`XSpace::open_scan`] frames
+//! the events at open and validates each one as it hands it to an [`EventScan`] — same
+//! errors, dropped planes and diagnostics as `open`, one pass instead of two.
+//!
 //! Also here: [`ReadOptions::only_planes`] (index only the planes a view needs),
 //! [`Line::events_chunked`] (iterate one huge line on several threads),
 //! [`Plane::event_metadata_position`] (dense per-plane tables instead of hashing 64-bit ids),
@@ -64,11 +68,13 @@ mod error;
 pub mod hlo;
 pub mod names;
 mod nesting;
+mod scan;
 mod table;
 pub mod wire;
 
 pub use error::XSpaceError;
 pub use nesting::{NestedEvent, self_times};
+pub use scan::{EventScan, ScanResult, Scanned};
 
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -395,6 +401,48 @@ fn validate_event(buf: &[u8], s: usize, e: usize) -> WireResult<i64> {
     Ok(metadata_id)
 }
 
+/// [`validate_event`] that also decodes what [`Events`] would: metadata id, data, duration —
+/// validation and decoding in one pass (see [`XSpace::open_scan`]).
+#[inline(always)]
+fn check_event(buf: &[u8], s: usize, e: usize) -> WireResult<(i64, EventData, i64)> {
+    let (mut metadata_id, mut data, mut duration) = (0, EventData::None, 0);
+    let mut p = s;
+    // The predicted layout first, as in `validate_event`.
+    if p < e && buf[p] == 0x08 {
+        p += 1;
+        metadata_id = i(wire::read_varint(buf, &mut p, e)?);
+    }
+    if p < e && buf[p] == 0x10 {
+        p += 1;
+        data = EventData::OffsetPs(i(wire::read_varint_wide(buf, &mut p, e)?));
+    }
+    if p < e && buf[p] == 0x18 {
+        p += 1;
+        duration = i(wire::read_varint_wide(buf, &mut p, e)?);
+    }
+    while p < e && buf[p] == 0x22 {
+        let ((ss, se), next) = len_field(buf, p, e)?;
+        validate_stat(buf, ss, se)?;
+        p = next;
+    }
+    while p < e {
+        let (f, next) = Fields::field_at(buf, p, e)?;
+        p = next;
+        match f.number {
+            1 => metadata_id = i(f.varint("metadata_id")?),
+            2 => data = EventData::OffsetPs(i(f.varint("offset_ps")?)),
+            3 => duration = i(f.varint("duration_ps")?),
+            5 => data = EventData::NumOccurrences(i(f.varint("num_occurrences")?)),
+            4 => {
+                let (ss, se) = f.len("stats")?;
+                validate_stat(buf, ss, se)?;
+            }
+            _ => {}
+        }
+    }
+    Ok((metadata_id, data, duration))
+}
+
 /// Lines larger than this are validated in chunks on several threads (a capture may put most
 /// of its events on one line, e.g. a Python thread or a TPU `XLA Ops` line).
 const LINE_CHUNK_BYTES: usize = 1 << 20;
@@ -540,6 +588,59 @@ fn parse_line(
     Ok((l, missing_meta))
 }
 
+/// [`parse_line`] without looking inside the events: the line's own fields are parsed and
+/// every event's tag and length checked (which is what counting and chunking need); the events'
+/// contents are left to the single validating pass of [`XSpace::open_scan`].
+fn frame_line(buf: &[u8], (s, e): Span, plane_ctx: &str, li: usize) -> Result<LineData, Located> {
+    let ctx = || format!("{plane_ctx}.lines[{li}]");
+    let chunked = e - s >= 2 * LINE_CHUNK_BYTES;
+    let mut chunks: Vec<(usize, usize)> = vec![(s, 0)];
+    let mut l = LinePart::default();
+    let mut p = s;
+    while p < e {
+        if chunked && p - chunks[chunks.len() - 1].0 >= LINE_CHUNK_BYTES {
+            chunks.push((p, l.num_events));
+        }
+        if buf[p] == 0x22 {
+            p = len_field(buf, p, e).ctx(ctx)?.1;
+            l.num_events += 1;
+            continue;
+        }
+        let (f, next) = Fields::field_at(buf, p, e).ctx(ctx)?;
+        p = next;
+        let r: WireResult<()> = (|| {
+            match f.number {
+                1 => l.id = Some(i(f.varint("id")?)),
+                10 => l.display_id = Some(i(f.varint("display_id")?)),
+                2 => l.name = Some(f.string(buf, "name")?),
+                11 => l.display_name = Some(f.string(buf, "display_name")?),
+                3 => l.timestamp_ns = Some(i(f.varint("timestamp_ns")?)),
+                9 => l.duration_ps = Some(i(f.varint("duration_ps")?)),
+                // Not length-delimited: reported here. (An event behind an overlong tag is
+                // skipped, as `Events` skips it.)
+                4 => drop(f.len("events")?),
+                _ => {}
+            }
+            Ok(())
+        })();
+        r.ctx(ctx)?;
+    }
+    if chunks.len() == 1 {
+        chunks.clear();
+    }
+    Ok(LineData {
+        id: l.id.unwrap_or(0),
+        display_id: l.display_id.unwrap_or(0),
+        name: l.name.unwrap_or(EMPTY),
+        display_name: l.display_name.unwrap_or(EMPTY),
+        timestamp_ns: l.timestamp_ns.unwrap_or(0),
+        duration_ps: l.duration_ps.unwrap_or(0),
+        msg: (s, e),
+        num_events: l.num_events,
+        chunks,
+    })
+}
+
 fn parse_stat_metadata(buf: &[u8], (s, e): Span) -> WireResult<StatMetaData> {
     let mut key = 0;
     let mut m = StatMetaData {
@@ -632,6 +733,7 @@ fn parse_plane(
     (s, e): Span,
     pi: usize,
     diags: &mut Vec<String>,
+    defer: bool,
 ) -> Result<PlaneData, Located> {
     let ctx = format!("XSpace.planes[{pi}]");
     let mut id = 0;
@@ -717,7 +819,13 @@ fn parse_plane(
     let lines = line_spans
         .par_iter()
         .enumerate()
-        .map(|(li, sp)| parse_line(buf, *sp, &named, li, &event_index))
+        .map(|(li, sp)| {
+            if defer {
+                frame_line(buf, *sp, &named, li).map(|l| (l, 0))
+            } else {
+                parse_line(buf, *sp, &named, li, &event_index)
+            }
+        })
         .collect::<Vec<_>>();
     let lines = first_error(lines)?;
     let missing: usize = lines.iter().map(|(_, m)| m).sum();
@@ -762,6 +870,12 @@ impl XSpace {
     /// [`XSpace::open`] with options.
     pub fn open_with(path: impl AsRef<Path>, opts: &ReadOptions) -> Result<XSpace, XSpaceError> {
         let path = path.as_ref();
+        let buf = Self::read_backing(path, opts)?;
+        Self::parse(buf, path.display().to_string(), opts, false)
+    }
+
+    /// The file's bytes: mapped when large (unless `opts.no_mmap`), else read.
+    fn read_backing(path: &Path, opts: &ReadOptions) -> Result<Backing, XSpaceError> {
         let io = |source| XSpaceError::Io {
             path: path.to_path_buf(),
             source,
@@ -774,7 +888,7 @@ impl XSpace {
                 "is a directory, not an .xplane.pb file",
             )));
         }
-        let buf = if !opts.no_mmap && meta.len() >= MMAP_THRESHOLD {
+        Ok(if !opts.no_mmap && meta.len() >= MMAP_THRESHOLD {
             // SAFETY: the map is read-only and private to this process; captures are not
             // rewritten in place by the profiler (it writes a new file), and the documented
             // contract of `open` is that the file is not truncated while it is being read.
@@ -785,8 +899,7 @@ impl XSpace {
             }
         } else {
             Backing::Owned(std::fs::read(path).map_err(io)?)
-        };
-        Self::parse(buf, path.display().to_string(), opts)
+        })
     }
 
     /// Validate and index an in-memory capture.
@@ -800,10 +913,17 @@ impl XSpace {
         name: &str,
         opts: &ReadOptions,
     ) -> Result<XSpace, XSpaceError> {
-        Self::parse(Backing::Owned(bytes), name.to_string(), opts)
+        Self::parse(Backing::Owned(bytes), name.to_string(), opts, false)
     }
 
-    fn parse(buf: Backing, source: String, opts: &ReadOptions) -> Result<XSpace, XSpaceError> {
+    /// `defer`: frame the events only (lengths, counts, chunks); their contents are validated
+    /// by [`XSpace::open_scan`]'s single pass, which must follow before the space is handed out.
+    fn parse(
+        buf: Backing,
+        source: String,
+        opts: &ReadOptions,
+        defer: bool,
+    ) -> Result<XSpace, XSpaceError> {
         let malformed = |l: Located| XSpaceError::Malformed {
             source_name: source.clone(),
             offset: l.err.offset,
@@ -843,7 +963,14 @@ impl XSpace {
                     }
                 }
                 let mut d = Vec::new();
-                Some((parse_plane(b, *sp, pi, &mut d), d))
+                let mut r = parse_plane(b, *sp, pi, &mut d, defer);
+                if defer && r.is_err() {
+                    // Framing found an error; the full parse reports the first one in file
+                    // order (an event's content may be broken before the framing is).
+                    d.clear();
+                    r = parse_plane(b, *sp, pi, &mut d, false);
+                }
+                Some((r, d))
             })
             .collect();
         let mut planes = Vec::with_capacity(results.len());
