@@ -174,11 +174,95 @@ impl From<Value> for ToolOutput {
 // ---------------------------------------------------------------------------------------------
 // Parameters (JSON Schema)
 
+/// One value of a parameter's schema keyword. Schemas are built and serialised at every plugin
+/// load (the descriptors), so they are plain typed values rather than `serde_json::Value` maps.
+#[derive(Clone, Debug, PartialEq)]
+enum Kw {
+    Static(&'static str),
+    Str(String),
+    Bool(bool),
+    Int(i64),
+    /// Serialised as `Value::from(f64)` is: non-finite values become `null`.
+    Num(f64),
+    Strs(Vec<String>),
+    /// `{"type": "string"}` (the `items` of a string list).
+    StringItems,
+}
+
+impl Kw {
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            Kw::Static(s) => Some(s),
+            Kw::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+    fn as_f64(&self) -> Option<f64> {
+        match self {
+            Kw::Int(i) => Some(*i as f64),
+            Kw::Num(f) => Some(*f),
+            _ => None,
+        }
+    }
+}
+
+impl Serialize for Kw {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Kw::Static(v) => s.serialize_str(v),
+            Kw::Str(v) => s.serialize_str(v),
+            Kw::Bool(v) => s.serialize_bool(*v),
+            Kw::Int(v) => s.serialize_i64(*v),
+            Kw::Num(v) if v.is_finite() => s.serialize_f64(*v),
+            Kw::Num(_) => s.serialize_unit(),
+            Kw::Strs(v) => v.serialize(s),
+            Kw::StringItems => {
+                use serde::ser::SerializeMap;
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("type", "string")?;
+                m.end()
+            }
+        }
+    }
+}
+
+/// One parameter's schema: its keywords in the order they are written.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Prop(Vec<(&'static str, Kw)>);
+
+impl Prop {
+    fn new(ty: &'static str) -> Self {
+        Prop(vec![("type", Kw::Static(ty))])
+    }
+    /// Add (at the end) or replace (in place) a keyword, as inserting into a JSON object does.
+    fn with(mut self, key: &'static str, value: Kw) -> Self {
+        match self.0.iter_mut().find(|(k, _)| *k == key) {
+            Some(slot) => slot.1 = value,
+            None => self.0.push((key, value)),
+        }
+        self
+    }
+    fn get(&self, key: &str) -> Option<&Kw> {
+        self.0.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+}
+
+impl Serialize for Prop {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
 /// Builder for a tool's parameter JSON Schema. Conventions (docs/CONVENTIONS.md) live here so
 /// that every plugin spells them the same way.
 #[derive(Clone, Debug, Default)]
 pub struct Params {
-    props: Map<String, Value>,
+    props: Vec<(String, Prop)>,
     required: Vec<String>,
 }
 
@@ -187,9 +271,17 @@ impl Params {
         Self::default()
     }
 
-    fn add(mut self, name: &str, schema: Value) -> Self {
-        self.props.insert(name.to_string(), schema);
+    /// Add a parameter; a second one of the same name replaces the first in place.
+    fn add(mut self, name: &str, schema: Prop) -> Self {
+        match self.props.iter_mut().find(|(k, _)| k == name) {
+            Some(slot) => slot.1 = schema,
+            None => self.props.push((name.to_string(), schema)),
+        }
         self
+    }
+
+    fn described(ty: &'static str, description: &str) -> Prop {
+        Prop::new(ty).with("description", Kw::Str(description.to_string()))
     }
 
     /// The capture selector every capture tool takes: positional `path` (a logdir, a run
@@ -197,18 +289,36 @@ impl Params {
     pub fn capture(self) -> Self {
         self.add(
             "path",
-            json!({"type": "string", "format": "path", "x-positional": true,
-                   "description": "A logdir, a run directory (plugins/profile/<run>) or one .xplane.pb file."}),
+            Prop::new("string")
+                .with("format", Kw::Static("path"))
+                .with("x-positional", Kw::Bool(true))
+                .with(
+                    "description",
+                    Kw::Static(
+                        "A logdir, a run directory (plugins/profile/<run>) or one .xplane.pb file.",
+                    ),
+                ),
         )
         .add(
             "logdir",
-            json!({"type": "string", "format": "path", "x-env": "XPROF_LOGDIR",
-                   "description": "Root of the profile captures (what you pass to `xprof --logdir`). Default: $XPROF_LOGDIR."}),
+            Prop::new("string")
+                .with("format", Kw::Static("path"))
+                .with("x-env", Kw::Static("XPROF_LOGDIR"))
+                .with(
+                    "description",
+                    Kw::Static(
+                        "Root of the profile captures (what you pass to `xprof --logdir`). Default: $XPROF_LOGDIR.",
+                    ),
+                ),
         )
         .add(
             "run",
-            json!({"type": "string",
-                   "description": "Run (session) name under <logdir>/plugins/profile/; default: the newest run."}),
+            Prop::new("string").with(
+                "description",
+                Kw::Static(
+                    "Run (session) name under <logdir>/plugins/profile/; default: the newest run.",
+                ),
+            ),
         )
     }
 
@@ -217,19 +327,23 @@ impl Params {
     pub fn host(self) -> Self {
         self.add(
             "host",
-            json!({"type": "string",
-                   "description": "Host (xplane file stem) to read; default: all hosts combined where the view allows, else the first host."}),
+            Prop::new("string").with(
+                "description",
+                Kw::Static(
+                    "Host (xplane file stem) to read; default: all hosts combined where the view allows, else the first host.",
+                ),
+            ),
         )
     }
 
     pub fn string(self, name: &str, description: &str) -> Self {
-        self.add(name, json!({"type": "string", "description": description}))
+        self.add(name, Self::described("string", description))
     }
 
     pub fn string_default(self, name: &str, description: &str, default: &str) -> Self {
         self.add(
             name,
-            json!({"type": "string", "description": description, "default": default}),
+            Self::described("string", description).with("default", Kw::Str(default.to_string())),
         )
     }
 
@@ -242,33 +356,42 @@ impl Params {
     ) -> Self {
         self.add(
             name,
-            json!({"type": "string", "description": description, "enum": values, "default": default}),
+            Self::described("string", description)
+                .with(
+                    "enum",
+                    Kw::Strs(values.iter().map(|v| v.to_string()).collect()),
+                )
+                .with("default", Kw::Str(default.to_string())),
         )
     }
 
     /// The positional PATH parameter of a non-capture tool (a logdir for `list_runs`, say).
     pub fn positional_path(self, description: &str, env: Option<&str>) -> Self {
-        let mut s = json!({"type": "string", "format": "path", "x-positional": true,
-                           "description": description});
+        let mut s = Prop::new("string")
+            .with("format", Kw::Static("path"))
+            .with("x-positional", Kw::Bool(true))
+            .with("description", Kw::Str(description.to_string()));
         if let Some(env) = env {
-            s["x-env"] = Value::from(env);
+            s = s.with("x-env", Kw::Str(env.to_string()));
         }
         self.add("path", s)
     }
 
     /// A filesystem path parameter (MCP checks it against the server's roots).
     pub fn path(self, name: &str, description: &str, env: Option<&str>) -> Self {
-        let mut s = json!({"type": "string", "format": "path", "description": description});
+        let mut s = Prop::new("string")
+            .with("format", Kw::Static("path"))
+            .with("description", Kw::Str(description.to_string()));
         if let Some(env) = env {
-            s["x-env"] = Value::from(env);
+            s = s.with("x-env", Kw::Str(env.to_string()));
         }
         self.add(name, s)
     }
 
     pub fn integer(self, name: &str, description: &str, default: Option<i64>) -> Self {
-        let mut s = json!({"type": "integer", "description": description});
+        let mut s = Self::described("integer", description);
         if let Some(d) = default {
-            s["default"] = Value::from(d);
+            s = s.with("default", Kw::Int(d));
         }
         self.add(name, s)
     }
@@ -280,17 +403,17 @@ impl Params {
         default: Option<i64>,
         minimum: i64,
     ) -> Self {
-        let mut s = json!({"type": "integer", "description": description, "minimum": minimum});
+        let mut s = Self::described("integer", description).with("minimum", Kw::Int(minimum));
         if let Some(d) = default {
-            s["default"] = Value::from(d);
+            s = s.with("default", Kw::Int(d));
         }
         self.add(name, s)
     }
 
     pub fn number(self, name: &str, description: &str, default: Option<f64>) -> Self {
-        let mut s = json!({"type": "number", "description": description});
+        let mut s = Self::described("number", description);
         if let Some(d) = default {
-            s["default"] = Value::from(d);
+            s = s.with("default", Kw::Num(d));
         }
         self.add(name, s)
     }
@@ -298,14 +421,16 @@ impl Params {
     pub fn boolean(self, name: &str, description: &str, default: bool) -> Self {
         self.add(
             name,
-            json!({"type": "boolean", "description": description, "default": default}),
+            Self::described("boolean", description).with("default", Kw::Bool(default)),
         )
     }
 
     pub fn string_list(self, name: &str, description: &str) -> Self {
         self.add(
             name,
-            json!({"type": "array", "items": {"type": "string"}, "description": description}),
+            Prop::new("array")
+                .with("items", Kw::StringItems)
+                .with("description", Kw::Str(description.to_string())),
         )
     }
 
@@ -314,13 +439,38 @@ impl Params {
         self
     }
 
+    fn prop(&self, name: &str) -> Option<&Prop> {
+        self.props.iter().find(|(k, _)| k == name).map(|(_, p)| p)
+    }
+
+    /// The JSON Schema as a value (the descriptors serialise the builder directly).
     pub fn schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": self.props,
-            "required": self.required,
-            "additionalProperties": false,
-        })
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+/// Serialises as the JSON Schema: `{"type": "object", "properties", "required",
+/// "additionalProperties": false}`.
+impl Serialize for Params {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        struct Props<'a>(&'a [(String, Prop)]);
+        impl Serialize for Props<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                use serde::ser::SerializeMap;
+                let mut m = s.serialize_map(Some(self.0.len()))?;
+                for (k, v) in self.0 {
+                    m.serialize_entry(k, v)?;
+                }
+                m.end()
+            }
+        }
+        let mut m = s.serialize_map(Some(4))?;
+        m.serialize_entry("type", "object")?;
+        m.serialize_entry("properties", &Props(&self.props))?;
+        m.serialize_entry("required", &self.required)?;
+        m.serialize_entry("additionalProperties", &false)?;
+        m.end()
     }
 }
 
@@ -598,16 +748,35 @@ pub fn tools(krate: &str) -> Vec<&'static dyn Tool> {
     v
 }
 
+/// A tool's descriptor as the plugin sends it (serialised directly: building it as
+/// `serde_json::Value` maps made every plugin load pay for hashing and allocating them).
+#[derive(Serialize)]
+struct Descriptor<'a> {
+    name: &'a str,
+    aliases: &'a [&'a str],
+    summary: &'a str,
+    doc: &'a str,
+    params: Params,
+    output: &'a str,
+    examples: Vec<Example>,
+}
+
+impl<'a> Descriptor<'a> {
+    fn of(tool: &'a dyn Tool) -> Self {
+        Descriptor {
+            name: tool.name(),
+            aliases: tool.aliases(),
+            summary: tool.summary(),
+            doc: tool.doc(),
+            params: tool.params(),
+            output: tool.output(),
+            examples: tool.examples(),
+        }
+    }
+}
+
 pub fn descriptor(tool: &dyn Tool) -> Value {
-    json!({
-        "name": tool.name(),
-        "aliases": tool.aliases(),
-        "summary": tool.summary(),
-        "doc": tool.doc(),
-        "params": tool.params().schema(),
-        "output": tool.output(),
-        "examples": tool.examples(),
-    })
+    serde_json::to_value(Descriptor::of(tool)).unwrap_or(Value::Null)
 }
 
 #[doc(hidden)]
@@ -624,7 +793,8 @@ pub fn abi_info_json(name: &str, version: &str, capabilities: &[&str]) -> String
 
 #[doc(hidden)]
 pub fn descriptors_json(krate: &str) -> String {
-    Value::Array(tools(krate).into_iter().map(descriptor).collect()).to_string()
+    let all: Vec<Descriptor<'_>> = tools(krate).into_iter().map(Descriptor::of).collect();
+    serde_json::to_string(&all).unwrap_or_else(|_| "[]".into())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -666,14 +836,10 @@ fn install_quiet_panic_hook() {
 /// Check `args` against the tool's schema: unknown names are usage errors that list the valid
 /// ones; missing required ones are usage errors; wrong JSON types are invalid values.
 pub fn validate_args(tool: &dyn Tool, args: &Map<String, Value>) -> Result<(), ToolError> {
-    let schema = tool.params().schema();
-    let props = schema["properties"]
-        .as_object()
-        .cloned()
-        .unwrap_or_default();
+    let params = tool.params();
     for (k, v) in args {
-        let Some(p) = props.get(k) else {
-            let mut valid: Vec<&str> = props.keys().map(String::as_str).collect();
+        let Some(p) = params.prop(k) else {
+            let mut valid: Vec<&str> = params.props.iter().map(|(k, _)| k.as_str()).collect();
             valid.sort_unstable();
             return Err(ToolError::usage(format!(
                 "unknown argument `{k}` for tool `{}`",
@@ -684,7 +850,8 @@ pub fn validate_args(tool: &dyn Tool, args: &Map<String, Value>) -> Result<(), T
         if v.is_null() {
             continue;
         }
-        let ok = match p["type"].as_str() {
+        let ty = p.get("type").and_then(Kw::as_str);
+        let ok = match ty {
             Some("string") => v.is_string() || v.is_number(),
             Some("integer") => {
                 v.as_i64().is_some()
@@ -705,25 +872,24 @@ pub fn validate_args(tool: &dyn Tool, args: &Map<String, Value>) -> Result<(), T
         if !ok {
             return Err(ToolError::invalid(format!(
                 "argument `{k}` must be of type {}, got {v}",
-                p["type"].as_str().unwrap_or("?")
+                ty.unwrap_or("?")
             ))
             .with_hint(help()));
         }
-        if let (Some(allowed), Some(s)) = (p["enum"].as_array(), v.as_str())
-            && !allowed.iter().any(|a| a.as_str() == Some(s))
+        if let (Some(Kw::Strs(allowed)), Some(s)) = (p.get("enum"), v.as_str())
+            && !allowed.iter().any(|a| a == s)
         {
-            let names: Vec<&str> = allowed.iter().filter_map(Value::as_str).collect();
             return Err(ToolError::invalid(format!(
                 "argument `{k}` must be one of {}, got {s:?}",
-                Value::Array(allowed.clone())
+                serde_json::to_string(allowed).unwrap_or_default()
             ))
-            .with_hint(format!("pass --{k} {}", names.join("|"))));
+            .with_hint(format!("pass --{k} {}", allowed.join("|"))));
         }
         let number = v
             .as_f64()
             .or_else(|| v.as_str().and_then(|s| s.trim().parse::<f64>().ok()));
-        if let (Some(min), Some(n)) = (p["minimum"].as_f64(), number)
-            && matches!(p["type"].as_str(), Some("integer" | "number"))
+        if let (Some(min), Some(n)) = (p.get("minimum").and_then(Kw::as_f64), number)
+            && matches!(ty, Some("integer" | "number"))
             && n < min
         {
             return Err(
@@ -732,8 +898,7 @@ pub fn validate_args(tool: &dyn Tool, args: &Map<String, Value>) -> Result<(), T
             );
         }
     }
-    for r in schema["required"].as_array().into_iter().flatten() {
-        let r = r.as_str().unwrap_or_default();
+    for r in &params.required {
         if args.get(r).is_none_or(Value::is_null) {
             return Err(ToolError::usage(format!(
                 "missing required argument `{r}` for tool `{}`",
@@ -992,6 +1157,204 @@ mod tests {
         fn run(&self, _call: &mut Call) -> Result<ToolOutput, ToolError> {
             Ok(json!({}).into())
         }
+    }
+
+    /// The schema every builder method writes, as the `serde_json::Value` builder this SDK
+    /// used to have wrote it (key order included).
+    fn reference_schema() -> Value {
+        let capture_path = json!({"type": "string", "format": "path", "x-positional": true,
+            "description": "A logdir, a run directory (plugins/profile/<run>) or one .xplane.pb file."});
+        let logdir = json!({"type": "string", "format": "path", "x-env": "XPROF_LOGDIR",
+            "description": "Root of the profile captures (what you pass to `xprof --logdir`). Default: $XPROF_LOGDIR."});
+        let run = json!({"type": "string",
+            "description": "Run (session) name under <logdir>/plugins/profile/; default: the newest run."});
+        let host = json!({"type": "string",
+            "description": "Host (xplane file stem) to read; default: all hosts combined where the view allows, else the first host."});
+        let mut props = Map::new();
+        // Inserting a name again keeps its first position (IndexMap), as `Params` does.
+        props.insert(
+            "run".into(),
+            json!({"type": "string", "description": "replaced below"}),
+        );
+        props.insert("path".into(), capture_path);
+        props.insert("logdir".into(), logdir);
+        props.insert("run".into(), run);
+        props.insert("host".into(), host);
+        props.insert(
+            "s".into(),
+            json!({"type": "string", "description": "an \"s\"\n"}),
+        );
+        props.insert(
+            "sd".into(),
+            json!({"type": "string", "description": "sd", "default": "x"}),
+        );
+        props.insert(
+            "se".into(),
+            json!({"type": "string", "description": "se", "enum": ["a", "b"], "default": "a"}),
+        );
+        let mut p = json!({"type": "string", "format": "path", "description": "p"});
+        p["x-env"] = Value::from("P_ENV");
+        props.insert("p".into(), p);
+        props.insert(
+            "p2".into(),
+            json!({"type": "string", "format": "path", "description": "p2"}),
+        );
+        let mut i = json!({"type": "integer", "description": "i"});
+        i["default"] = Value::from(-3);
+        props.insert("i".into(), i);
+        props.insert("i2".into(), json!({"type": "integer", "description": "i2"}));
+        let mut im = json!({"type": "integer", "description": "im", "minimum": 1});
+        im["default"] = Value::from(5);
+        props.insert("im".into(), im);
+        let mut n = json!({"type": "number", "description": "n"});
+        n["default"] = Value::from(0.25);
+        props.insert("n".into(), n);
+        let mut nan = json!({"type": "number", "description": "nan"});
+        nan["default"] = Value::from(f64::NAN);
+        props.insert("nan".into(), nan);
+        props.insert(
+            "b".into(),
+            json!({"type": "boolean", "description": "b", "default": true}),
+        );
+        props.insert(
+            "l".into(),
+            json!({"type": "array", "items": {"type": "string"}, "description": "l"}),
+        );
+        json!({
+            "type": "object",
+            "properties": props,
+            "required": ["s", "p"],
+            "additionalProperties": false,
+        })
+    }
+
+    fn every_builder() -> Params {
+        Params::new()
+            .string("run", "replaced below")
+            .capture()
+            .host()
+            .string("s", "an \"s\"\n")
+            .string_default("sd", "sd", "x")
+            .string_enum("se", "se", &["a", "b"], "a")
+            .path("p", "p", Some("P_ENV"))
+            .path("p2", "p2", None)
+            .integer("i", "i", Some(-3))
+            .integer("i2", "i2", None)
+            .integer_min("im", "im", Some(5), 1)
+            .number("n", "n", Some(0.25))
+            .number("nan", "nan", Some(f64::NAN))
+            .boolean("b", "b", true)
+            .string_list("l", "l")
+            .required("s")
+            .required("p")
+    }
+
+    #[test]
+    fn typed_schemas_serialise_exactly_as_the_value_builder_did() {
+        let p = every_builder();
+        let reference = reference_schema();
+        assert_eq!(
+            serde_json::to_string(&p).unwrap(),
+            reference.to_string(),
+            "descriptor text"
+        );
+        assert_eq!(p.schema(), reference);
+        assert_eq!(p.schema().to_string(), reference.to_string(), "key order");
+        // Positional paths, with and without an environment default.
+        let pp = Params::new().positional_path("d", Some("E")).schema();
+        assert_eq!(
+            pp["properties"].to_string(),
+            r#"{"path":{"type":"string","format":"path","x-positional":true,"description":"d","x-env":"E"}}"#
+        );
+        let pp = Params::new().positional_path("d", None).schema();
+        assert_eq!(
+            pp["properties"].to_string(),
+            r#"{"path":{"type":"string","format":"path","x-positional":true,"description":"d"}}"#
+        );
+    }
+
+    struct Full;
+    impl Tool for Full {
+        fn name(&self) -> &'static str {
+            "full"
+        }
+        fn aliases(&self) -> &'static [&'static str] {
+            &["f", "fu"]
+        }
+        fn summary(&self) -> &'static str {
+            "sum"
+        }
+        fn doc(&self) -> &'static str {
+            "doc \u{e9}"
+        }
+        fn params(&self) -> Params {
+            every_builder()
+        }
+        fn output(&self) -> &'static str {
+            "out"
+        }
+        fn examples(&self) -> Vec<Example> {
+            vec![
+                Example::new("one", json!({"path": "${FIXTURES}/x", "n": 1.5})).expect(&["a"]),
+                Example::new("two", json!({})),
+            ]
+        }
+        fn run(&self, _call: &mut Call) -> Result<ToolOutput, ToolError> {
+            Ok(json!({}).into())
+        }
+    }
+
+    #[test]
+    fn descriptors_serialise_exactly_as_the_value_builder_did() {
+        let reference = json!({
+            "name": Full.name(),
+            "aliases": Full.aliases(),
+            "summary": Full.summary(),
+            "doc": Full.doc(),
+            "params": reference_schema(),
+            "output": Full.output(),
+            "examples": Full.examples(),
+        });
+        let d = Descriptor::of(&Full);
+        assert_eq!(serde_json::to_string(&d).unwrap(), reference.to_string());
+        assert_eq!(descriptor(&Full).to_string(), reference.to_string());
+        let list = serde_json::to_string(&vec![Descriptor::of(&Full), Descriptor::of(&T)]).unwrap();
+        let ref_list = Value::Array(vec![reference, {
+            json!({
+                "name": "t", "aliases": [], "summary": "", "doc": "",
+                "params": T.params().schema(), "output": "", "examples": [],
+            })
+        }]);
+        assert_eq!(list, ref_list.to_string());
+    }
+
+    #[test]
+    fn validation_uses_the_typed_schema() {
+        let args = |v: Value| v.as_object().unwrap().clone();
+        let e = validate_args(&Full, &args(json!({"s": "x"}))).unwrap_err();
+        assert_eq!(e.message, "missing required argument `p` for tool `full`");
+        let e = validate_args(&Full, &args(json!({"s": "x", "p": "/", "se": "c"}))).unwrap_err();
+        assert_eq!(
+            e.message,
+            r#"argument `se` must be one of ["a","b"], got "c""#
+        );
+        let e = validate_args(&Full, &args(json!({"s": "x", "p": "/", "im": 0}))).unwrap_err();
+        assert_eq!(e.message, "argument `im` must be >= 1, got 0");
+        let e = validate_args(&Full, &args(json!({"s": "x", "p": "/", "b": []}))).unwrap_err();
+        assert_eq!(e.message, "argument `b` must be of type boolean, got []");
+        let e = validate_args(&Full, &args(json!({"zz": 1}))).unwrap_err();
+        assert!(
+            e.hint
+                .unwrap()
+                .starts_with("valid arguments: b, host, i, i2, im, l, logdir")
+        );
+        assert!(
+            validate_args(
+                &Full,
+                &args(json!({"s": 1, "p": "/", "l": "a,b", "n": "2"}))
+            )
+            .is_ok()
+        );
     }
 
     fn check(args: Value) -> Result<(), ToolError> {
