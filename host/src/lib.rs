@@ -8,6 +8,7 @@ pub mod index;
 pub mod mcp;
 pub mod output;
 pub mod registry;
+pub mod result_json;
 
 use std::io::Write;
 

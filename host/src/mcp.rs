@@ -575,7 +575,7 @@ impl ServerHandler for XprofMcp {
                 }
                 // Over 10 MB the result goes to a file, as on the CLI: no client or model wants
                 // that much inline, and the envelope says where it is.
-                let big = env.result.to_string().len() > crate::output::SPILL_BYTES;
+                let big = env.result.compact().len() > crate::output::SPILL_BYTES;
                 let result = if big {
                     match crate::output::render(&t.name, &env.result, &env.content_type, "json")
                         .and_then(|s| {
@@ -587,7 +587,7 @@ impl ServerHandler for XprofMcp {
                         Err(e) => return Ok(Self::error_result(&t.name, &e)),
                     }
                 } else {
-                    env.result
+                    env.result.into_value()
                 };
                 // structuredContent must be an object; every tool returns one, but a
                 // misbehaving plugin must not make the reply invalid.

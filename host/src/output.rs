@@ -8,6 +8,8 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use xprof_plugin_api::ToolError;
 
+use crate::result_json::ResultJson;
+
 /// Results larger than this go to a file in `$TMPDIR`; stdout gets a small envelope.
 pub const SPILL_BYTES: usize = 10 * 1024 * 1024;
 
@@ -60,7 +62,7 @@ fn spill(tool: &str, body: &str, content_type: &str) -> Result<Value, ToolError>
 /// Render a successful result as the text to print on stdout.
 pub fn render(
     tool: &str,
-    result: &Value,
+    result: &ResultJson,
     content_type: &str,
     format: &str,
 ) -> Result<String, ToolError> {
@@ -68,8 +70,8 @@ pub fn render(
         "text" => Ok(render_text(result)),
         "table" => Ok(render_table(result)),
         _ => {
-            let body = serde_json::to_string_pretty(result)
-                .map_err(|e| ToolError::internal(format!("serialising the result: {e}")))?;
+            // Re-indented from the plugin's text when it is canonical (no parse at all).
+            let body = result.pretty();
             if body.len() > SPILL_BYTES {
                 let env = spill(tool, &body, content_type)?;
                 return Ok(serde_json::to_string_pretty(&env).unwrap_or_default());
@@ -210,7 +212,13 @@ mod tests {
     #[test]
     fn huge_results_are_spilled_with_a_checksum() {
         let big = "x".repeat(SPILL_BYTES + 10);
-        let out = render("t", &json!({"blob": big}), "application/json", "json").unwrap();
+        let out = render(
+            "t",
+            &json!({"blob": big}).into(),
+            "application/json",
+            "json",
+        )
+        .unwrap();
         let env: Value = serde_json::from_str(&out).unwrap();
         assert_eq!(env["status"], "written_to_file");
         let path = env["path"].as_str().unwrap();

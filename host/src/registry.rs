@@ -14,6 +14,8 @@ use serde_json::{Map, Value, json};
 use std::sync::OnceLock;
 use xprof_plugin_api::{ErrorKind, PROTOCOL, PluginModRef, ToolError};
 
+use crate::result_json::ResultJson;
+
 /// Plugins whose name is reserved for the ones shipped with xprof. They are trusted only from
 /// the install locations (next to the executable, `<prefix>/lib/xprof/plugins`) or a directory
 /// the user named explicitly with `--plugin-dir`, so a stray copy on a search path cannot
@@ -301,10 +303,21 @@ pub struct Refused {
 /// What a successful call returns: the envelope the plugin built.
 #[derive(Clone, Debug)]
 pub struct Envelope {
-    pub result: Value,
+    pub result: ResultJson,
     pub content_type: String,
     /// `[{"path", "kind": "file"|"dir"}]`: what the call read.
     pub inputs: Vec<Value>,
+}
+
+/// An envelope as a plugin sends it, its result unparsed.
+#[derive(serde::Deserialize)]
+struct RawEnvelope {
+    #[serde(default)]
+    result: Option<Box<RawValue>>,
+    #[serde(default)]
+    content_type: Value,
+    #[serde(default)]
+    inputs: Value,
 }
 
 /// The merged registry of every loaded plugin's tools.
@@ -605,6 +618,23 @@ impl Registry {
         );
         match out {
             RResult::ROk(s) => {
+                // The result stays text unless it needs parsing (see `ResultJson`); anything
+                // unusual about the envelope takes the general path below.
+                if let Ok(raw) = serde_json::from_str::<RawEnvelope>(s.as_str())
+                    && let Ok(result) = raw
+                        .result
+                        .map_or(Ok(ResultJson::from(Value::Null)), ResultJson::from_raw)
+                {
+                    return Ok(Envelope {
+                        content_type: raw
+                            .content_type
+                            .as_str()
+                            .unwrap_or("application/json")
+                            .to_string(),
+                        inputs: raw.inputs.as_array().cloned().unwrap_or_default(),
+                        result,
+                    });
+                }
                 let v: Value = serde_json::from_str(s.as_str()).map_err(|e| {
                     ToolError::internal(format!(
                         "plugin `{}` returned an invalid envelope for `{}`: {e}",
@@ -617,7 +647,7 @@ impl Registry {
                         .unwrap_or("application/json")
                         .to_string(),
                     inputs: v["inputs"].as_array().cloned().unwrap_or_default(),
-                    result: v.get("result").cloned().unwrap_or(Value::Null),
+                    result: v.get("result").cloned().unwrap_or(Value::Null).into(),
                 })
             }
             RResult::RErr(s) => {

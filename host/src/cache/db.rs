@@ -5,11 +5,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::manifest::manifest_matches;
 use super::{SCHEMA_VERSION, cache_dir, warn_once};
 use crate::registry::Envelope;
+use crate::result_json::ResultJson;
 
 /// Entries untouched for this long are dropped when something new is stored, so the file does
 /// not grow without bound between `xprof cache clear`s.
@@ -202,7 +204,7 @@ impl Db {
             return Ok(None);
         }
         let (Ok(result), Ok(Value::Array(inputs))) = (
-            serde_json::from_str::<Value>(&result),
+            RawValue::from_string(result).and_then(ResultJson::from_raw),
             serde_json::from_str::<Value>(&inputs),
         ) else {
             return Ok(None);
@@ -235,7 +237,7 @@ impl Db {
                 material["plugin"].as_str().unwrap_or(""),
                 material["plugin_version"].as_str().unwrap_or(""),
                 material.to_string(),
-                env.result.to_string(),
+                env.result.compact(),
                 env.content_type,
                 Value::Array(env.inputs.clone()).to_string(),
                 manifest.to_string(),
@@ -338,7 +340,7 @@ mod tests {
         let later = SystemTime::now() + RACY_MARGIN_COARSE + Duration::from_secs(1);
         let m = manifest(&inputs, later).unwrap();
         let env = Envelope {
-            result: json!({"answer": 42}),
+            result: json!({"answer": 42}).into(),
             content_type: "application/json".into(),
             inputs,
         };
