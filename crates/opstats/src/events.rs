@@ -9,7 +9,9 @@
 use std::collections::HashMap;
 
 use rayon::prelude::*;
-use xprof_xspace::{Events, Line, Plane, XSpace};
+use std::sync::{Arc, Mutex};
+
+use xprof_xspace::{Event, EventScan, Events, Line, Plane, ReadOptions, XSpace};
 
 use crate::filter::{Fields, Filter};
 
@@ -48,13 +50,15 @@ pub struct Hit<'a> {
 /// the expression's `event` tests on it ([`Filter::event_bits`]; empty without an expression).
 struct PlaneNames<'a> {
     plane: Plane<'a>,
+    /// The plane's position in [`XSpace::planes`].
+    pos: usize,
     names: Vec<&'a str>,
     keep: Vec<bool>,
     bits: Vec<u64>,
 }
 
 impl<'a> PlaneNames<'a> {
-    fn new(plane: Plane<'a>, filter: NameFilter<'_>, expr: Option<&Filter>) -> Self {
+    fn new(pos: usize, plane: Plane<'a>, filter: NameFilter<'_>, expr: Option<&Filter>) -> Self {
         let mut names: Vec<&'a str> = (0..plane.num_event_metadata())
             .map(|k| {
                 plane.event_metadata_at(k).map_or("Unknown", |m| {
@@ -78,6 +82,7 @@ impl<'a> PlaneNames<'a> {
         };
         PlaneNames {
             plane,
+            pos,
             names,
             keep,
             bits,
@@ -97,6 +102,8 @@ impl<'a> PlaneNames<'a> {
 struct Run<'a> {
     plane: usize,
     line: Line<'a>,
+    /// The line's position in its plane.
+    line_index: usize,
     k: usize,
 }
 
@@ -125,17 +132,25 @@ impl EventQuery<'_> {
 
     /// Planes and line runs passing the plane and line filters, in file order.
     fn runs<'a>(&self, space: &'a XSpace) -> (Vec<PlaneNames<'a>>, Vec<Run<'a>>) {
-        let planes: Vec<Plane<'a>> = space.planes().filter(|p| (self.plane)(p.name())).collect();
+        let planes: Vec<(usize, Plane<'a>)> = space
+            .planes()
+            .enumerate()
+            .filter(|(_, p)| (self.plane)(p.name()))
+            .collect();
         let names: Vec<PlaneNames<'a>> = planes
             .par_iter()
-            .map(|p| PlaneNames::new(*p, self.event, self.filter))
+            .map(|(pos, p)| PlaneNames::new(*pos, *p, self.event, self.filter))
             .collect();
         let mut runs = Vec::new();
-        for (pi, p) in planes.iter().enumerate() {
-            for l in p.lines().filter(|l| (self.line)(l.name())) {
+        for (pi, (_, p)) in planes.iter().enumerate() {
+            for (li, l) in p.lines().enumerate() {
+                if !(self.line)(l.name()) {
+                    continue;
+                }
                 runs.extend((0..l.event_runs().len()).map(|k| Run {
                     plane: pi,
                     line: l,
+                    line_index: li,
                     k,
                 }));
             }
@@ -281,23 +296,76 @@ impl EventQuery<'_> {
         let (names, runs) = self.runs(space);
         // Per run: durations per metadata slot, in a dense slot → local index table (runs are
         // one line's events, which use few distinct names).
-        let per_run: Vec<Vec<(usize, Vec<i64>)>> = runs
+        let per_run: Vec<RunDurations> = runs
             .par_iter()
             .map(|r| {
                 let pn = &names[r.plane];
-                let mut local: Vec<u32> = vec![0; pn.names.len()];
-                let mut groups: Vec<(usize, Vec<i64>)> = Vec::new();
-                self.scan(pn, r, |slot, _, _, dur| {
-                    let g = &mut local[slot];
-                    if *g == 0 {
-                        groups.push((slot, Vec::new()));
-                        *g = groups.len() as u32;
-                    }
-                    groups[*g as usize - 1].1.push(dur);
-                });
-                groups
+                let mut acc = RunDurations::new(pn.pos, r.line_index, pn.names.len());
+                self.scan(pn, r, |slot, _, _, dur| acc.push(slot, dur));
+                acc
             })
             .collect();
+        self.merge_groups(space, per_run, by_event, by_plane, by_line)
+    }
+
+    /// Open the capture at `path` and group its events as [`Self::group_durations`] does, in
+    /// the pass that validates them ([`XSpace::open_scan`]: one pass over the events instead
+    /// of two). With a non-trivial `--filter` expression the space is opened first and scanned
+    /// after (the expression's per-event name tests need the names).
+    pub fn open_grouped(
+        &self,
+        path: &std::path::Path,
+        opts: &ReadOptions,
+    ) -> Result<(XSpace, Vec<RunDurations>), xprof_xspace::XSpaceError> {
+        if self.filter.is_some_and(|x| !x.is_trivial()) {
+            let space = XSpace::open_with(path, opts)?;
+            let per_run = {
+                let (names, runs) = self.runs(&space);
+                runs.par_iter()
+                    .map(|r| {
+                        let pn = &names[r.plane];
+                        let mut acc = RunDurations::new(pn.pos, r.line_index, pn.names.len());
+                        self.scan(pn, r, |slot, _, _, dur| acc.push(slot, dur));
+                        acc
+                    })
+                    .collect()
+            };
+            return Ok((space, per_run));
+        }
+        let scan = GroupScan {
+            q: self,
+            tables: Default::default(),
+        };
+        let (space, scanned) = XSpace::open_scan(path, opts, &scan)?;
+        let per_run = scanned
+            .into_iter()
+            .map(|s| {
+                let mut d = s.acc.durations;
+                (d.plane, d.line) = (s.plane, s.line);
+                d
+            })
+            .collect();
+        Ok((space, per_run))
+    }
+
+    /// Merge per-run durations into groups keyed by name (see [`Self::group_durations`]).
+    pub fn merge_groups<'a>(
+        &self,
+        space: &'a XSpace,
+        per_run: Vec<RunDurations>,
+        by_event: bool,
+        by_plane: bool,
+        by_line: bool,
+    ) -> (usize, Vec<DurationGroup<'a>>) {
+        let planes: Vec<Plane<'a>> = space.planes().collect();
+        let lines: Vec<Vec<Line<'a>>> = planes.iter().map(|p| p.lines().collect()).collect();
+        // The names of the planes that have runs, by plane index.
+        let mut names: Vec<Option<PlaneNames<'a>>> = (0..planes.len()).map(|_| None).collect();
+        for r in &per_run {
+            if names[r.plane].is_none() {
+                names[r.plane] = Some(PlaneNames::new(r.plane, planes[r.plane], self.event, None));
+            }
+        }
         // Key parts are numbered once per (plane, slot), plane and run, so the per-(run, slot)
         // merge hashes three integers instead of three (possibly long) names.
         let mut ids: HashMap<&'a str, u32> = HashMap::new();
@@ -307,16 +375,19 @@ impl EventQuery<'_> {
         };
         let mut name_ids: Vec<Vec<u32>> = names
             .iter()
-            .map(|pn| vec![u32::MAX; pn.names.len()])
+            .map(|pn| vec![u32::MAX; pn.as_ref().map_or(0, |pn| pn.names.len())])
             .collect();
-        let plane_ids: Vec<u32> = names.iter().map(|pn| id_of(pn.plane.name())).collect();
+        let plane_ids: Vec<u32> = planes.iter().map(|p| id_of(p.name())).collect();
         let mut index: HashMap<(u32, u32, u32), usize> = HashMap::new();
         let mut out: Vec<DurationGroup<'a>> = Vec::new();
         let mut matched = 0usize;
-        for (r, groups) in runs.iter().zip(per_run) {
-            let pn = &names[r.plane];
+        for r in per_run {
+            let Some(pn) = names[r.plane].as_ref() else {
+                continue;
+            };
+            let line = lines[r.plane][r.line];
             let line_id = if by_line {
-                id_of(r.line.name())
+                id_of(line.name())
             } else {
                 u32::MAX
             };
@@ -325,7 +396,8 @@ impl EventQuery<'_> {
             } else {
                 u32::MAX
             };
-            for (slot, durs) in groups {
+            for (slot, durs) in r.groups {
+                let slot = slot as usize;
                 matched += durs.len();
                 let name_id = if by_event {
                     let n = &mut name_ids[r.plane][slot];
@@ -343,7 +415,7 @@ impl EventQuery<'_> {
                             key: (
                                 if by_event { pn.names[slot] } else { "" },
                                 if by_plane { pn.plane.name() } else { "" },
-                                if by_line { r.line.name() } else { "" },
+                                if by_line { line.name() } else { "" },
                             ),
                             chunks: Vec::new(),
                         });
@@ -353,6 +425,94 @@ impl EventQuery<'_> {
             }
         }
         (matched, out)
+    }
+}
+
+/// One run's durations by metadata slot (see [`EventQuery::open_grouped`]).
+pub struct RunDurations {
+    /// Position of the plane in [`XSpace::planes`].
+    plane: usize,
+    /// Position of the line in its plane.
+    line: usize,
+    /// Slot → 1 + index into `groups` (0: none yet); runs are one line's events, which use
+    /// few distinct names, so a dense table beats hashing.
+    local: Vec<u32>,
+    groups: Vec<(u32, Vec<i64>)>,
+}
+
+impl RunDurations {
+    fn new(plane: usize, line: usize, slots: usize) -> Self {
+        RunDurations {
+            plane,
+            line,
+            local: vec![0; slots],
+            groups: Vec::new(),
+        }
+    }
+    #[inline]
+    fn push(&mut self, slot: usize, duration_ps: i64) {
+        let g = &mut self.local[slot];
+        if *g == 0 {
+            self.groups.push((slot as u32, Vec::new()));
+            *g = self.groups.len() as u32;
+        }
+        self.groups[*g as usize - 1].1.push(duration_ps);
+    }
+}
+
+/// Which metadata slots of one plane pass the event-name filter (the last slot: unknown).
+struct SlotFilter {
+    keep: Vec<bool>,
+}
+
+/// [`EventQuery::group_durations`] as an [`EventScan`], run while the capture is opened.
+struct GroupScan<'q, 'f> {
+    q: &'q EventQuery<'f>,
+    /// Per plane (by its index in the file), built by the first run of the plane.
+    tables: Mutex<HashMap<usize, Arc<SlotFilter>>>,
+}
+
+/// One run's state in a [`GroupScan`].
+struct GroupRun {
+    filter: Arc<SlotFilter>,
+    durations: RunDurations,
+}
+
+impl EventScan for GroupScan<'_, '_> {
+    type Acc = GroupRun;
+    fn start(&self, line: Line<'_>) -> Option<GroupRun> {
+        let plane = line.plane();
+        if line.num_events() == 0 || !(self.q.plane)(plane.name()) || !(self.q.line)(line.name()) {
+            return None;
+        }
+        let filter = {
+            let mut tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
+            tables
+                .entry(plane.index())
+                .or_insert_with(|| {
+                    let names = PlaneNames::new(0, plane, self.q.event, None);
+                    Arc::new(SlotFilter { keep: names.keep })
+                })
+                .clone()
+        };
+        let slots = filter.keep.len();
+        Some(GroupRun {
+            filter,
+            // Positions are set from `Scanned` (open_scan renumbers planes if it drops one).
+            durations: RunDurations::new(0, 0, slots),
+        })
+    }
+    #[inline]
+    fn event(&self, acc: &mut GroupRun, e: Event<'_>, position: Option<usize>) {
+        let unknown = acc.filter.keep.len() - 1;
+        let slot = position.filter(|&k| k < unknown).unwrap_or(unknown);
+        if !acc.filter.keep[slot] {
+            return;
+        }
+        let dur = e.duration_ps();
+        if self.q.keeps_times(e.start_ps(), dur) {
+            acc.durations.push(slot, dur);
+        }
     }
 }
 
@@ -373,6 +533,18 @@ impl DurationGroup<'_> {
     pub fn is_empty(&self) -> bool {
         self.chunks.iter().all(Vec::is_empty)
     }
+    /// The sum of the durations ([`DurationStats::total`], without sorting them).
+    pub fn total(&self) -> i64 {
+        clamp_sum(self.chunks.iter().flatten().map(|&d| d as i128).sum())
+    }
+    /// All durations, in no particular order (the chunks concatenated, without copying a
+    /// single chunk).
+    pub fn into_values(mut self) -> Vec<i64> {
+        if self.chunks.len() == 1 {
+            return self.chunks.pop().unwrap_or_default();
+        }
+        self.chunks.concat()
+    }
     /// All durations, ascending.
     pub fn sorted(self) -> Vec<i64> {
         sorted_from_chunks(self.chunks)
@@ -387,16 +559,21 @@ pub fn group_stats<'a>(
         .into_par_iter()
         .filter_map(|g| {
             let key = g.key;
-            Some((key, DurationStats::of_sorted(&g.sorted())?))
+            Some((key, DurationStats::of_unsorted(g.into_values())?))
         })
         .collect()
+}
+
+/// An exact sum clamped to `i64` (the same whatever the order of the values).
+fn clamp_sum(sum: i128) -> i64 {
+    sum.clamp(i64::MIN as i128, i64::MAX as i128) as i64
 }
 
 /// A group's duration statistics.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DurationStats {
     pub count: usize,
-    /// Saturating sum.
+    /// Exact sum, clamped to the `i64` range.
     pub total: i64,
     pub mean: f64,
     pub min: i64,
@@ -501,13 +678,82 @@ impl DurationStats {
         Self::of_sorted(durations)
     }
 
+    /// The statistics of `v` in any order, without sorting it: exact integer sums for the
+    /// standard deviation and order-statistic selection for the percentiles (the same
+    /// percentiles as sorting; the deviation exact where the float sums of [`Self::of_sorted`]
+    /// round). Falls back to sorting when the integer sums would overflow.
+    pub fn of_unsorted(mut v: Vec<i64>) -> Option<DurationStats> {
+        if v.is_empty() {
+            return None;
+        }
+        let n = v.len() as i128;
+        let (mut min, mut max) = (v[0], v[0]);
+        let mut sum: i128 = 0;
+        let mut sumsq: Option<i128> = Some(0);
+        for &x in &v {
+            min = min.min(x);
+            max = max.max(x);
+            sum += x as i128;
+            sumsq = sumsq.and_then(|a| a.checked_add((x as i128).checked_mul(x as i128)?));
+        }
+        // n·Σx² − (Σx)², exact; None on overflow.
+        let num = sumsq
+            .and_then(|q| q.checked_mul(n))
+            .and_then(|a| sum.checked_mul(sum).and_then(|b| a.checked_sub(b)));
+        let Some(num) = num else {
+            sort_i64(&mut v);
+            return Self::of_sorted(&v);
+        };
+        let total = clamp_sum(sum);
+        let count = v.len();
+        let mean = total as f64 / count as f64;
+        let std_dev = if count > 1 {
+            (num.max(0) as f64 / (n * (n - 1)) as f64).sqrt()
+        } else {
+            0.0
+        };
+        // Percentiles in ascending order of rank: each selection only looks right of the
+        // previous one.
+        let mut from = 0usize;
+        let mut pct = [0.0f64; 3];
+        for (k, q) in [0.5, 0.9, 0.99].into_iter().enumerate() {
+            let pos = q * (count - 1) as f64;
+            let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+            let lo_v = if lo >= from {
+                let (_, x, _) = v[from..].select_nth_unstable(lo - from);
+                *x
+            } else {
+                v[lo]
+            };
+            let hi_v = if hi == lo {
+                lo_v
+            } else {
+                // The smallest value right of `lo` (all of them are >= lo_v).
+                v[lo + 1..].iter().copied().min().unwrap_or(lo_v)
+            };
+            pct[k] = lo_v as f64 + (hi_v as f64 - lo_v as f64) * (pos - lo as f64);
+            from = from.max(lo + 1);
+        }
+        Some(DurationStats {
+            count,
+            total,
+            mean,
+            min,
+            p50: pct[0],
+            p90: pct[1],
+            p99: pct[2],
+            max,
+            std_dev,
+        })
+    }
+
     /// Statistics of ascending `d`. `None` when empty.
     pub fn of_sorted(d: &[i64]) -> Option<DurationStats> {
         if d.is_empty() {
             return None;
         }
         let n = d.len() as f64;
-        let total: i64 = d.iter().fold(0i64, |a, b| a.saturating_add(*b));
+        let total = clamp_sum(d.iter().map(|&x| x as i128).sum());
         let mean = total as f64 / n;
         let std_dev = if d.len() > 1 {
             (d.iter().map(|x| (*x as f64 - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
@@ -531,6 +777,47 @@ impl DurationStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unsorted_statistics_agree_with_sorted_ones() {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for n in [1usize, 2, 3, 7, 10, 11, 100, 101, 999, 20_000] {
+            for spread in [1u64, 7, 1_000, 1 << 40] {
+                let v: Vec<i64> = (0..n).map(|_| (next() % spread) as i64 - 3).collect();
+                let mut sorted = v.clone();
+                sorted.sort_unstable();
+                let a = DurationStats::of_sorted(&sorted).unwrap();
+                let b = DurationStats::of_unsorted(v).unwrap();
+                assert_eq!(
+                    (a.count, a.total, a.min, a.max, a.p50, a.p90, a.p99),
+                    (b.count, b.total, b.min, b.max, b.p50, b.p90, b.p99),
+                    "n {n} spread {spread}"
+                );
+                let tol = 1e-9 * a.std_dev.abs().max(1.0);
+                assert!(
+                    (a.std_dev - b.std_dev).abs() <= tol,
+                    "{} vs {}",
+                    a.std_dev,
+                    b.std_dev
+                );
+            }
+        }
+        // Squares that overflow i128 fall back to sorting, with the same result.
+        let big = vec![i64::MAX, i64::MAX - 1, 5, i64::MIN];
+        let mut sorted = big.clone();
+        sorted.sort_unstable();
+        assert_eq!(
+            DurationStats::of_unsorted(big),
+            DurationStats::of_sorted(&sorted)
+        );
+        assert_eq!(DurationStats::of_unsorted(Vec::new()), None);
+    }
 
     #[test]
     fn radix_sort_agrees_with_the_standard_sort() {

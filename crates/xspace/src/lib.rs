@@ -265,9 +265,20 @@ trait Ctx<T> {
 }
 
 impl<T> Ctx<T> for WireResult<T> {
+    // Inlined: on hot paths the `Ok` arm must cost nothing (the error arm is cold).
+    #[inline(always)]
     fn ctx(self, f: impl FnOnce() -> String) -> Result<T, Located> {
-        self.map_err(|err| Located { err, context: f() })
+        match self {
+            Ok(v) => Ok(v),
+            Err(err) => Err(located(err, f)),
+        }
     }
+}
+
+#[cold]
+#[inline(never)]
+fn located(err: WireError, f: impl FnOnce() -> String) -> Located {
+    Located { err, context: f() }
 }
 
 #[inline]

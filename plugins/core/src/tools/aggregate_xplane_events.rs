@@ -2,7 +2,8 @@ use serde_json::{Map, Value, json};
 use xprof_opstats::events::group_stats;
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use super::list_xplane_events::{EventFilter, one_host};
+use super::list_xplane_events::{EventFilter, one_host_path};
+use crate::common::load_error;
 use crate::common::with_capture;
 
 pub struct AggregateXplaneEvents;
@@ -79,13 +80,35 @@ impl Tool for AggregateXplaneEvents {
         let filter = EventFilter::from_call(call)?;
         let (by_event, by_plane, by_line) = group_keys(&call.str_or("group_by", "event")?)?;
         let top_n = call.usize_or("top_n", 50)?.max(1);
-        let (s, idx, space) = one_host(call)?;
+        let (s, idx, path) = one_host_path(call)?;
+        // Grouped while the capture is validated: one pass over the events.
+        let (space, per_run) = filter
+            .with_query(|q| q.open_grouped(&path, &Default::default()))
+            .map_err(|e| load_error(xprof_opstats::load::LoadError::from(e)))?;
         let (scanned, (matched, groups)) = filter.with_query(|q| {
             (
                 q.events_scanned(&space),
-                q.group_durations(&space, by_event, by_plane, by_line),
+                q.merge_groups(&space, per_run, by_event, by_plane, by_line),
             )
         });
+        // Statistics (sorting every duration) only for the groups that can be shown: those
+        // whose total reaches the top_n-th largest (ties included, so the order below, which
+        // breaks ties on the rendered group, is the one computing all of them would give).
+        let total = groups.len();
+        let groups = if total > top_n {
+            let totals: Vec<i64> = groups.iter().map(|g| g.total()).collect();
+            let mut t = totals.clone();
+            let (_, cut, _) = t.select_nth_unstable_by(top_n - 1, |a, b| b.cmp(a));
+            let cut = *cut;
+            groups
+                .into_iter()
+                .zip(totals)
+                .filter(|(_, t)| *t >= cut)
+                .map(|(g, _)| g)
+                .collect()
+        } else {
+            groups
+        };
         let mut aggs: Vec<(i64, Value)> = group_stats(groups)
             .into_iter()
             .map(|((name, plane, line), st)| {
@@ -114,7 +137,6 @@ impl Tool for AggregateXplaneEvents {
         // Deterministic order: total desc, then the group's JSON text (one rendering per
         // group, not two per comparison).
         aggs.sort_by_cached_key(|(total, v)| (std::cmp::Reverse(*total), v.to_string()));
-        let total = aggs.len();
         let mut body = Map::new();
         body.insert("total_event_types".into(), json!(total));
         body.insert("total_matched".into(), json!(matched));

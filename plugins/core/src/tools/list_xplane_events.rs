@@ -141,6 +141,17 @@ impl EventFilter {
 
 /// The single host an event tool reads (named, else the first) and its decoded XSpace.
 pub fn one_host(call: &mut Call) -> Result<(xprof_capture::Session, usize, XSpace), ToolError> {
+    let (s, idx, path) = one_host_path(call)?;
+    let space =
+        XSpace::open(&path).map_err(|e| load_error(xprof_opstats::load::LoadError::from(e)))?;
+    Ok((s, idx, space))
+}
+
+/// The single host an event tool reads (named, else the first) and its capture file, recorded
+/// as an input of the call; the caller opens it.
+pub fn one_host_path(
+    call: &mut Call,
+) -> Result<(xprof_capture::Session, usize, std::path::PathBuf), ToolError> {
     let s = session(call)?;
     let idx = {
         let hosts = selected_hosts(call, &s)?;
@@ -151,9 +162,7 @@ pub fn one_host(call: &mut Call) -> Result<(xprof_capture::Session, usize, XSpac
     };
     let path = s.hosts[idx].path.clone();
     call.read_file(&path);
-    let space =
-        XSpace::open(&path).map_err(|e| load_error(xprof_opstats::load::LoadError::from(e)))?;
-    Ok((s, idx, space))
+    Ok((s, idx, path))
 }
 
 impl Tool for ListXplaneEvents {

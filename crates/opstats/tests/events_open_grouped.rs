@@ -1,0 +1,92 @@
+//! `EventQuery::open_grouped` (grouping while the reader validates, one pass) gives the groups
+//! of `EventQuery::group_durations` on an opened space, for every capture of the corpus and the
+//! repo's fixtures and for each kind of filter.
+
+use std::path::{Path, PathBuf};
+
+use xprof_opstats::events::{DurationStats, EventQuery, group_stats};
+use xprof_xspace::{ReadOptions, XSpace};
+
+fn captures() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut dirs = vec![root.join("fixtures")];
+    if let Some(c) = xprof_plugin_api::sdk::testing::corpus(env!("CARGO_MANIFEST_DIR")) {
+        dirs.push(c.join("fixtures"));
+    }
+    let mut out = Vec::new();
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.to_string_lossy().ends_with(".xplane.pb") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+type Keyed = Vec<((String, String, String), DurationStats)>;
+
+fn keyed(groups: Vec<xprof_opstats::events::DurationGroup<'_>>) -> Keyed {
+    group_stats(groups)
+        .into_iter()
+        .map(|((e, p, l), st)| ((e.into(), p.into(), l.into()), st))
+        .collect()
+}
+
+#[test]
+fn open_grouped_equals_group_durations() {
+    let files = captures();
+    assert!(files.len() >= 2, "{files:?}");
+    let any = |_: &str| true;
+    let tpu = |s: &str| s.contains("TPU") || s.contains("CPU");
+    let short = |s: &str| s.len() < 12;
+    let queries: Vec<EventQuery<'_>> = vec![
+        EventQuery {
+            plane: &any,
+            line: &any,
+            event: &any,
+            start_ps: None,
+            end_ps: None,
+            min_duration_ps: None,
+            max_duration_ps: None,
+            overlap: false,
+            filter: None,
+        },
+        EventQuery {
+            plane: &tpu,
+            line: &short,
+            event: &short,
+            start_ps: Some(0),
+            end_ps: Some(i64::MAX / 2),
+            min_duration_ps: Some(1),
+            max_duration_ps: Some(1_000_000_000),
+            overlap: true,
+            filter: None,
+        },
+    ];
+    for f in &files {
+        let space = XSpace::open(f).unwrap();
+        for q in &queries {
+            for (e, p, l) in [(true, false, false), (true, true, true), (false, false, true)] {
+                let (m1, g1) = q.group_durations(&space, e, p, l);
+                let (fused, runs) = q.open_grouped(f, &ReadOptions::default()).unwrap();
+                let (m2, g2) = q.merge_groups(&fused, runs, e, p, l);
+                assert_eq!(m1, m2, "{}", f.display());
+                let (k1, k2) = (keyed(g1), keyed(g2));
+                assert_eq!(k1.len(), k2.len(), "{}", f.display());
+                for (a, b) in k1.iter().zip(&k2) {
+                    assert_eq!(a.0, b.0, "{}", f.display());
+                    let (x, y) = (&a.1, &b.1);
+                    assert_eq!(
+                        (x.count, x.total, x.min, x.max, x.p50, x.p90, x.p99),
+                        (y.count, y.total, y.min, y.max, y.p50, y.p90, y.p99)
+                    );
+                }
+            }
+        }
+    }
+}
