@@ -109,7 +109,7 @@ impl Tool for AggregateXplaneEvents {
         } else {
             groups
         };
-        let mut aggs: Vec<(i64, Value)> = group_stats(groups)
+        let mut aggs: Vec<((i64, [&str; 3]), Value)> = group_stats(groups)
             .into_iter()
             .map(|((name, plane, line), st)| {
                 let mut m = Map::new();
@@ -131,12 +131,12 @@ impl Tool for AggregateXplaneEvents {
                 m.insert("p99_duration_ps".into(), json!(st.p99));
                 m.insert("max_duration_ps".into(), json!(st.max));
                 m.insert("std_dev_ps".into(), json!(st.std_dev));
-                (st.total, Value::Object(m))
+                ((st.total, [name, plane, line]), Value::Object(m))
             })
             .collect();
-        // Deterministic order: total desc, then the group's JSON text (one rendering per
-        // group, not two per comparison).
-        aggs.sort_by_cached_key(|(total, v)| (std::cmp::Reverse(*total), v.to_string()));
+        // Deterministic order: total desc, then the group's key (event, plane, line), which is
+        // unique per group.
+        aggs.sort_unstable_by(|((ta, ka), _), ((tb, kb), _)| tb.cmp(ta).then_with(|| ka.cmp(kb)));
         let mut body = Map::new();
         body.insert("total_event_types".into(), json!(total));
         body.insert("total_matched".into(), json!(matched));
