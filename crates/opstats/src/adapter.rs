@@ -36,7 +36,7 @@ impl<'a> StatResolver<'a> {
     }
 
     fn resolve(&mut self, stats: &[XStat]) -> Stats {
-        let mut out = Stats::default();
+        let mut out = Vec::new();
         for s in stats {
             let Some(&key) = self.keys.get(&s.metadata_id) else {
                 continue;
@@ -68,9 +68,9 @@ impl<'a> StatResolver<'a> {
                 // Compressed strings are not used by the engine's stats.
                 x_stat::Value::CompressedStrValue(_) => continue,
             };
-            out.push(key, value);
+            out.push((key, value));
         }
-        out
+        Stats::from(out)
     }
 }
 
@@ -274,18 +274,8 @@ impl<T: Copy> IdMap<T> {
     }
 }
 
-/// Resolution for the lazy reader: stat ids → keys (one table per plane, shared by the
-/// threads converting its lines), ref and string values shared per thread.
-struct ReaderResolver<'k, 'a> {
-    keys: &'k IdMap<StatKey>,
-    refs: HashMap<u64, Arc<str>>,
-    /// String values already seen: events repeat the same few (`hlo_op`, `hlo_module`,
-    /// `tf_op` …) millions of times, so each distinct string is allocated once per thread
-    /// instead of once per event.
-    strs: HashMap<&'a str, Arc<str>>,
-    scratch: Vec<(StatKey, StatValue)>,
-    plane: xprof_xspace::Plane<'a>,
-}
+/// Stat ids → keys per plane, built once per plane and shared by the runs converting it.
+type KeyTable = Arc<IdMap<StatKey>>;
 
 /// The plane's stat id → key table.
 fn reader_keys(plane: xprof_xspace::Plane<'_>) -> IdMap<StatKey> {
@@ -297,24 +287,70 @@ fn reader_keys(plane: xprof_xspace::Plane<'_>) -> IdMap<StatKey> {
     )
 }
 
-impl<'k, 'a> ReaderResolver<'k, 'a> {
-    fn new(plane: xprof_xspace::Plane<'a>, keys: &'k IdMap<StatKey>) -> Self {
-        ReaderResolver {
+/// FNV-1a for the per-run string caches: keys are short strings and small ids from the
+/// capture itself, looked up once per stat; SipHash's flooding resistance buys nothing here.
+#[derive(Clone, Copy)]
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        // One multiply-xorshift round: ids are small integers.
+        let x = (self.0 ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = x ^ (x >> 29);
+    }
+}
+
+type FnvBuild = std::hash::BuildHasherDefault<Fnv>;
+
+/// One run of a line's events converted: the events, whose [`Stats`] are ranges of `stats`
+/// (made shared once the run is complete, [`RunEvents::finish`]).
+struct RunEvents {
+    keys: KeyTable,
+    /// Index of the empty metadata appended to the plane's (events naming unknown metadata).
+    unknown: u32,
+    events: Vec<Event>,
+    stats: Vec<(StatKey, StatValue)>,
+    /// `ref_value`s resolved, each once per run.
+    refs: HashMap<u64, Arc<str>, FnvBuild>,
+    /// String values already seen: events repeat the same few (`hlo_op`, `hlo_module`,
+    /// `tf_op` …) millions of times, so each distinct string is allocated once per run.
+    strs: std::collections::HashSet<Arc<str>, FnvBuild>,
+}
+
+impl RunEvents {
+    fn new(keys: KeyTable, unknown: u32) -> Self {
+        RunEvents {
             keys,
-            refs: HashMap::new(),
-            strs: HashMap::new(),
-            scratch: Vec::new(),
-            plane,
+            unknown,
+            events: Vec::new(),
+            stats: Vec::new(),
+            refs: HashMap::default(),
+            strs: Default::default(),
         }
     }
 
-    fn resolve(&mut self, stats: impl Iterator<Item = xprof_xspace::Stat<'a>>) -> Stats {
+    /// Resolve `stats` into the run's stat storage; returns the range they occupy.
+    fn resolve<'a>(
+        &mut self,
+        plane: xprof_xspace::Plane<'a>,
+        stats: impl Iterator<Item = xprof_xspace::Stat<'a>>,
+    ) -> Stats {
         use xprof_xspace::StatValue as V;
-        // Collected in a reused buffer, then copied at its exact size: a vector grown from
-        // empty reserves four entries (128 bytes) even for an event with one kept stat, and
-        // the engine's passes stream these millions of small vectors.
-        let mut out = std::mem::take(&mut self.scratch);
-        out.clear();
+        let start = self.stats.len();
         for s in stats {
             let Some(key) = self.keys.get(s.metadata_id) else {
                 continue;
@@ -323,30 +359,62 @@ impl<'k, 'a> ReaderResolver<'k, 'a> {
                 V::Double(d) => StatValue::Double(d),
                 V::Uint(u) => StatValue::Uint(u),
                 V::Int(i) => StatValue::Int(i),
-                V::Str(x) => {
-                    StatValue::Str(self.strs.entry(x).or_insert_with(|| Arc::from(x)).clone())
-                }
+                V::Str(x) => StatValue::Str(match self.strs.get(x) {
+                    Some(a) => a.clone(),
+                    None => {
+                        let a: Arc<str> = Arc::from(x);
+                        self.strs.insert(a.clone());
+                        a
+                    }
+                }),
                 V::Bytes(b) => StatValue::Bytes(Arc::from(b)),
-                V::Ref(r) => {
-                    let plane = self.plane;
-                    StatValue::Str(
-                        self.refs
-                            .entry(r)
-                            .or_insert_with(|| Arc::from(plane.stat_name(r as i64).unwrap_or("")))
-                            .clone(),
-                    )
-                }
+                V::Ref(r) => StatValue::Str(
+                    self.refs
+                        .entry(r)
+                        .or_insert_with(|| Arc::from(plane.stat_name(r as i64).unwrap_or("")))
+                        .clone(),
+                ),
                 V::None | V::CompressedStr(_) => continue,
             };
-            out.push((key, value));
+            self.stats.push((key, value));
         }
-        // Moved into a vector of exact capacity (taking `out` itself would keep its spare
-        // capacity and lose the reusable buffer).
-        let mut exact = Vec::with_capacity(out.len());
-        exact.append(&mut out);
-        let stats = Stats(exact);
-        self.scratch = out;
-        stats
+        let len = self.stats.len() - start;
+        Stats::pending(
+            u32::try_from(start).expect("fewer than 2^32 stats per run"),
+            len as u32,
+        )
+    }
+
+    /// Convert one event (`metadata_position`: [`xprof_xspace::Plane::event_metadata_position`]
+    /// of its metadata id).
+    #[inline]
+    fn event(&mut self, e: xprof_xspace::Event<'_>, metadata_position: Option<usize>) {
+        let stats = self.resolve(e.plane(), e.stats());
+        self.events.push(Event {
+            metadata: metadata_position.map_or(self.unknown, |p| p as u32),
+            start_ps: e.start_ps(),
+            duration_ps: e.duration_ps(),
+            num_occurrences: e.num_occurrences(),
+            stats,
+        });
+    }
+
+    /// The events, their stats pointing into the run's (now shared) storage.
+    fn finish(self) -> Vec<Event> {
+        let mut events = self.events;
+        if self.stats.is_empty() {
+            return events;
+        }
+        let mut stats = self.stats;
+        stats.shrink_to_fit();
+        let chunk = Arc::new(stats);
+        for e in &mut events {
+            let (start, len) = e.stats.range();
+            if len > 0 {
+                e.stats = Stats::in_chunk(&chunk, start, len);
+            }
+        }
+        events
     }
 }
 
@@ -368,113 +436,231 @@ fn engine_reads_line(plane: &str, line: &str) -> bool {
     )
 }
 
-/// Convert one plane read by the lazy reader. Events are converted in parallel: every line
-/// in the runs the reader validated (a CPU capture puts most events on one plane, and a
-/// handful of threads on it), each run into its place in the line's event vector.
-pub fn plane_from_reader(p: xprof_xspace::Plane<'_>) -> Plane {
-    use rayon::prelude::*;
-    let keys = reader_keys(p);
-    let mut r = ReaderResolver::new(p, &keys);
-    let mut ids: Vec<(i64, u32)> = Vec::new();
-    let mut metadata = Vec::new();
+/// Planes the engine reads (`/host:metadata` only holds the HLO modules, read separately).
+fn engine_reads_plane(plane: &str) -> bool {
+    plane != "/host:metadata"
+}
+
+/// A plane's metadata (with the empty entry for unknown ids appended), its stats and the
+/// lines the engine reads, without their events.
+fn plane_shell(p: xprof_xspace::Plane<'_>, keys: &KeyTable) -> (Plane, Vec<usize>) {
+    let mut r = RunEvents::new(keys.clone(), 0);
+    let mut metadata = Vec::with_capacity(p.num_event_metadata() + 1);
     for m in p.event_metadata_iter() {
-        ids.push((m.key(), metadata.len() as u32));
+        let stats = r.resolve(p, m.stats());
         metadata.push(EventMetadata {
             id: m.id(),
             name: m.name().to_string(),
             display_name: m.display_name().to_string(),
-            stats: r.resolve(m.stats()),
-            children: Vec::new(),
+            stats,
+            children: m
+                .child_ids()
+                .iter()
+                .filter_map(|c| p.event_metadata_position(*c).map(|i| i as u32))
+                .collect(),
         });
     }
-    let index = IdMap::new(ids);
-    for m in p.event_metadata_iter() {
-        let children: Vec<u32> = m.child_ids().iter().filter_map(|c| index.get(*c)).collect();
-        if let Some(i) = index.get(m.key()) {
-            metadata[i as usize].children = children;
-        }
-    }
-    let unknown = metadata.len() as u32;
     metadata.push(EventMetadata::default());
-    let plane_stats = r.resolve(p.stats());
-    let reader_lines: Vec<xprof_xspace::Line<'_>> = p
-        .lines()
-        .filter(|l| engine_reads_line(p.name(), l.name()))
-        .collect();
-    // Each line's events, sized from the reader's counts; runs fill disjoint slices.
-    let runs_per_line: Vec<Vec<xprof_xspace::Events<'_>>> =
-        reader_lines.iter().map(|l| l.event_runs()).collect();
-    let mut events: Vec<Vec<Event>> = runs_per_line
-        .iter()
-        .map(|runs| {
-            let n = runs.iter().map(ExactSizeIterator::len).sum();
-            let mut v = Vec::with_capacity(n);
-            v.resize_with(n, Event::default);
-            v
-        })
-        .collect();
-    let mut work: Vec<(&mut [Event], xprof_xspace::Events<'_>)> = Vec::new();
-    for (slots, runs) in events.iter_mut().zip(runs_per_line) {
-        let mut rest: &mut [Event] = slots;
-        for run in runs {
-            let (mine, tail) = std::mem::take(&mut rest).split_at_mut(run.len());
-            work.push((mine, run));
-            rest = tail;
-        }
+    let stats = r.resolve(p, p.stats());
+    // Metadata and plane stats share one chunk.
+    let chunk = Arc::new(std::mem::take(&mut r.stats));
+    for m in &mut metadata {
+        let (start, len) = m.stats.range();
+        m.stats = Stats::in_chunk(&chunk, start, len);
     }
-    work.into_par_iter().for_each(|(slots, run)| {
-        let mut r = ReaderResolver::new(p, &keys);
-        for (slot, e) in slots.iter_mut().zip(run) {
-            *slot = Event {
-                metadata: index.get(e.metadata_id()).unwrap_or(unknown),
-                start_ps: e.start_ps(),
-                duration_ps: e.duration_ps(),
-                num_occurrences: e.num_occurrences(),
-                stats: r.resolve(e.stats()),
-            };
-        }
-    });
-    let lines = reader_lines
-        .iter()
-        .zip(events)
-        .map(|(l, events)| Line {
-            id: l.id(),
-            name: l.name().to_string(),
-            display_name: l.display_name().to_string(),
-            timestamp_ns: l.timestamp_ns(),
-            events,
+    let (start, len) = stats.range();
+    let stats = Stats::in_chunk(&chunk, start, len);
+    let mut kept = Vec::new();
+    let lines = p
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| engine_reads_line(p.name(), l.name()))
+        .map(|(i, l)| {
+            kept.push(i);
+            Line {
+                id: l.id(),
+                name: l.name().to_string(),
+                display_name: l.display_name().to_string(),
+                timestamp_ns: l.timestamp_ns(),
+                events: Vec::new(),
+            }
         })
         .collect();
-    Plane {
+    let plane = Plane {
         id: p.id(),
         name: p.name().to_string(),
         lines,
         metadata,
-        stats: plane_stats,
+        stats,
+    };
+    (plane, kept)
+}
+
+/// One line's events from its runs (in file order).
+fn concat_runs(mut runs: Vec<Vec<Event>>) -> Vec<Event> {
+    if runs.len() <= 1 {
+        return runs.pop().unwrap_or_default();
+    }
+    let total: usize = runs.iter().map(Vec::len).sum();
+    let mut rest = runs.into_iter();
+    let mut events = rest.next().unwrap_or_default();
+    events.reserve_exact(total - events.len());
+    for mut r in rest {
+        events.append(&mut r);
+    }
+    events
+}
+
+/// Convert one plane read by the lazy reader (when the space was opened with
+/// [`xprof_xspace::XSpace::open`]; [`load_host_space`] converts while validating instead).
+pub fn plane_from_reader(p: xprof_xspace::Plane<'_>) -> Plane {
+    use rayon::prelude::*;
+    let keys: KeyTable = Arc::new(reader_keys(p));
+    let (mut plane, kept) = plane_shell(p, &keys);
+    let unknown = p.num_event_metadata() as u32;
+    let reader_lines: Vec<xprof_xspace::Line<'_>> = p.lines().collect();
+    let events: Vec<Vec<Event>> = kept
+        .par_iter()
+        .map(|&i| {
+            let runs: Vec<Vec<Event>> = reader_lines[i]
+                .event_runs()
+                .into_par_iter()
+                .map(|run| {
+                    let mut r = RunEvents::new(keys.clone(), unknown);
+                    r.events.reserve_exact(run.len());
+                    for e in run {
+                        let pos = p.event_metadata_position(e.metadata_id());
+                        r.event(e, pos);
+                    }
+                    r.finish()
+                })
+                .collect();
+            concat_runs(runs)
+        })
+        .collect();
+    for (line, events) in plane.lines.iter_mut().zip(events) {
+        line.events = events;
+    }
+    plane
+}
+
+/// What [`load_host_space`] does with each run of events while the reader validates them.
+struct Convert {
+    /// Per plane (by its index in the file): the stat key table, built by the first run.
+    keys: std::sync::Mutex<HashMap<usize, KeyTable>>,
+}
+
+impl xprof_xspace::EventScan for Convert {
+    type Acc = RunEvents;
+    fn start(&self, line: xprof_xspace::Line<'_>) -> Option<RunEvents> {
+        let p = line.plane();
+        if !engine_reads_plane(p.name()) || !engine_reads_line(p.name(), line.name()) {
+            return None;
+        }
+        let keys = self
+            .keys
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(p.index())
+            .or_insert_with(|| Arc::new(reader_keys(p)))
+            .clone();
+        let mut acc = RunEvents::new(keys, p.num_event_metadata() as u32);
+        // A line under 2 MiB is one run; a longer one comes in ~1 MiB runs of similar counts.
+        let runs = line.event_runs();
+        let expect = match runs.as_slice() {
+            [one] => one.len(),
+            _ => line.num_events() / runs.len().max(1) * 9 / 8,
+        };
+        acc.events.reserve_exact(expect);
+        Some(acc)
+    }
+    #[inline]
+    fn event(&self, acc: &mut RunEvents, e: xprof_xspace::Event<'_>, position: Option<usize>) {
+        acc.event(e, position);
     }
 }
 
-/// One host's model from the lazy reader (planes converted in parallel).
-pub fn host_space_from_reader(
+/// Open `path` and convert it to the model in the pass that validates it (the events of the
+/// lines the engine reads are converted as the reader checks them, in parallel runs), then run
+/// `also` on the space while the planes are assembled. Errors, dropped planes and diagnostics
+/// are [`xprof_xspace::XSpace::open`]'s.
+pub fn load_host_space<R: Send>(
+    path: &std::path::Path,
+    also: impl FnOnce(&xprof_xspace::XSpace) -> R + Send,
+) -> Result<(xprof_xspace::XSpace, Vec<Plane>, R), xprof_xspace::XSpaceError> {
+    let scan = Convert {
+        keys: Default::default(),
+    };
+    let (space, runs) =
+        xprof_xspace::XSpace::open_scan(path, &xprof_xspace::ReadOptions::default(), &scan)?;
+    let keys = scan.keys.into_inner().unwrap_or_else(|e| e.into_inner());
+    let (out, r) = rayon::join(|| assemble(&space, runs, &keys), || also(&space));
+    Ok((space, out, r))
+}
+
+/// The planes of `space` from the runs [`Convert`] converted.
+fn assemble(
+    space: &xprof_xspace::XSpace,
+    runs: Vec<xprof_xspace::Scanned<RunEvents>>,
+    keys: &HashMap<usize, KeyTable>,
+) -> Vec<Plane> {
+    use rayon::prelude::*;
+    // Each run's events with shared stats, in parallel; then grouped per (plane, line).
+    let runs: Vec<(usize, usize, Vec<Event>)> = runs
+        .into_par_iter()
+        .map(|s| (s.plane, s.line, s.acc.finish()))
+        .collect();
+    let planes: Vec<xprof_xspace::Plane<'_>> = space.planes().collect();
+    let mut per_line: Vec<Vec<Vec<Vec<Event>>>> = planes
+        .iter()
+        .map(|p| (0..p.lines().len()).map(|_| Vec::new()).collect())
+        .collect();
+    for (pi, li, events) in runs {
+        per_line[pi][li].push(events);
+    }
+    planes
+        .par_iter()
+        .zip(per_line)
+        .filter(|(p, _)| engine_reads_plane(p.name()))
+        .map(|(p, lines)| {
+            let keys = keys
+                .get(&p.index())
+                .cloned()
+                .unwrap_or_else(|| Arc::new(reader_keys(*p)));
+            let (mut plane, kept) = plane_shell(*p, &keys);
+            let mut lines: Vec<Option<Vec<Vec<Event>>>> = lines.into_iter().map(Some).collect();
+            let events: Vec<Vec<Event>> = kept
+                .iter()
+                .map(|&i| lines[i].take().unwrap_or_default())
+                .collect::<Vec<_>>()
+                .into_par_iter()
+                .map(concat_runs)
+                .collect();
+            for (line, events) in plane.lines.iter_mut().zip(events) {
+                line.events = events;
+            }
+            plane
+        })
+        .collect()
+}
+
+/// The HLO modules embedded in the space, decoded.
+pub(crate) fn embedded_module_infos(space: &xprof_xspace::XSpace) -> Vec<HloModuleInfo> {
+    use rayon::prelude::*;
+    xprof_xspace::hlo::embedded_hlo_modules(space)
+        .par_iter()
+        .filter_map(|m| module_info(m.program_id, &m.decode().ok()?))
+        .collect()
+}
+
+/// One host's model from converted planes, the embedded modules and extra ones (first wins).
+pub(crate) fn host_model(
     host: &str,
     space: &xprof_xspace::XSpace,
+    planes: Vec<Plane>,
+    infos: Vec<HloModuleInfo>,
     extra_modules: Vec<HloModuleInfo>,
 ) -> HostSpace {
-    use rayon::prelude::*;
-    let planes: Vec<xprof_xspace::Plane<'_>> = space
-        .planes()
-        .filter(|p| p.name() != "/host:metadata")
-        .collect();
-    // Planes and the embedded HLO modules (decoded and printed) are independent.
-    let (planes, infos): (Vec<Plane>, Vec<HloModuleInfo>) = rayon::join(
-        || planes.into_par_iter().map(plane_from_reader).collect(),
-        || {
-            xprof_xspace::hlo::embedded_hlo_modules(space)
-                .par_iter()
-                .filter_map(|m| module_info(m.program_id, &m.decode().ok()?))
-                .collect()
-        },
-    );
     let mut modules = HashMap::new();
     for info in infos {
         modules.entry(info.program_id).or_insert(info);
@@ -495,6 +681,37 @@ pub fn host_space_from_reader(
         warnings: space.warnings().into_iter().map(str::to_string).collect(),
         modules,
     }
+}
+
+/// One host's model from the lazy reader (planes converted in parallel).
+pub fn host_space_from_reader(
+    host: &str,
+    space: &xprof_xspace::XSpace,
+    extra_modules: Vec<HloModuleInfo>,
+) -> HostSpace {
+    use rayon::prelude::*;
+    let planes: Vec<xprof_xspace::Plane<'_>> = space
+        .planes()
+        .filter(|p| engine_reads_plane(p.name()))
+        .collect();
+    // Planes and the embedded HLO modules (decoded and printed) are independent.
+    let (planes, infos): (Vec<Plane>, Vec<HloModuleInfo>) = rayon::join(
+        || planes.into_par_iter().map(plane_from_reader).collect(),
+        || embedded_module_infos(space),
+    );
+    host_model(host, space, planes, infos, extra_modules)
+}
+
+/// [`host_space_from_reader`] for a space from [`load_host_space`]: only the HLO modules are
+/// left to decode.
+pub fn host_space_from_converted(
+    host: &str,
+    space: &xprof_xspace::XSpace,
+    planes: Vec<Plane>,
+    extra_modules: Vec<HloModuleInfo>,
+) -> HostSpace {
+    let infos = embedded_module_infos(space);
+    host_model(host, space, planes, infos, extra_modules)
 }
 
 #[cfg(test)]

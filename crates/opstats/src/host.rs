@@ -225,7 +225,7 @@ mod tests {
             metadata: md,
             start_ps: start,
             duration_ps: dur,
-            stats: Stats(stats),
+            stats: Stats::from(stats),
             ..Default::default()
         }
     }

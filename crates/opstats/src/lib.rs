@@ -45,7 +45,7 @@
 //! let md = EventMetadata {
 //!     name: "%fusion.1 = f32[] fusion()".into(),
 //!     display_name: "fusion.1".into(),
-//!     stats: Stats(vec![
+//!     stats: Stats::from(vec![
 //!         (StatKey::ProgramId, StatValue::Uint(7)),
 //!         (StatKey::SymbolId, StatValue::Uint(1)),
 //!         (StatKey::HloCategory, StatValue::Str("loop fusion".into())),

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::adapter::{host_space_from_reader, module_info};
+use crate::adapter::{embedded_module_infos, host_model, module_info};
 use crate::model::{HloModuleInfo, HostSpace};
 
 #[derive(Debug, thiserror::Error)]
@@ -119,15 +119,22 @@ pub fn load_host(
             path: xspace.to_path_buf(),
         });
     }
-    let space = xprof_xspace::XSpace::open(xspace)?;
-    // The capture usually embeds the same programs the run's files hold: decode each once.
-    let embedded: std::collections::HashSet<u64> = xprof_xspace::hlo::embedded_hlo_modules(&space)
-        .iter()
-        .map(|m| m.program_id)
-        .collect();
-    let (modules, mut warnings) = read_hlo_files_except(hlo_files, &embedded);
+    // The planes are assembled while the HLO modules (embedded, and the run's files except
+    // the programs the capture embeds: each decoded once) are decoded.
+    let (space, planes, (infos, (modules, mut warnings))) =
+        crate::adapter::load_host_space(xspace, |space| {
+            let embedded: std::collections::HashSet<u64> =
+                xprof_xspace::hlo::embedded_hlo_modules(space)
+                    .iter()
+                    .map(|m| m.program_id)
+                    .collect();
+            rayon::join(
+                || embedded_module_infos(space),
+                || read_hlo_files_except(hlo_files, &embedded),
+            )
+        })?;
     if !space.is_complete() {
         warnings.extend(space.diagnostics().iter().cloned());
     }
-    Ok((host_space_from_reader(host, &space, modules), warnings))
+    Ok((host_model(host, &space, planes, infos, modules), warnings))
 }

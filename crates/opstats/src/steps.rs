@@ -900,7 +900,7 @@ mod tests {
         let ev = |start: i64, dur: i64, stats: Vec<(StatKey, StatValue)>| Event {
             start_ps: start,
             duration_ps: dur,
-            stats: Stats(stats),
+            stats: Stats::from(stats),
             ..Default::default()
         };
         let root = |n: i64| vec![(StatKey::IsRoot, StatValue::Int(n))];
