@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use crate::device::hlo_category;
 use crate::metrics::{CoreType, DbCombiner, NamedDbBuilder, OpMetrics, OpMetricsDb};
-use crate::model::{HloModuleInfo, Line, Plane, StatKey};
+use crate::model::{HloModuleInfo, Line, Plane, StatKey, StatValue};
 use crate::nesting::{Span, nest};
 use crate::tfop::{TfOpCategory, parse_tf_op};
 
@@ -177,11 +177,21 @@ pub fn host_xla_op_db(plane: &Plane, modules: &HashMap<u64, HloModuleInfo>) -> O
         let mut last_module: Option<(&str, u64)> = None;
         nest(&mut spans, |i, dur, children, _| {
             let e = &line.events[i];
-            let op_name = e.stats.str(StatKey::HloOp).unwrap_or_default();
-            let pid = match (
-                e.stats.u64(StatKey::ProgramId),
-                e.stats.str(StatKey::HloModule),
-            ) {
+            // The three stats in one pass over the event's (first occurrence of each key, as
+            // `Stats::get`).
+            let (mut op, mut program, mut module) = (None, None, None);
+            for (k, v) in e.stats.iter() {
+                match k {
+                    StatKey::HloOp if op.is_none() => op = Some(v),
+                    StatKey::ProgramId if program.is_none() => program = Some(v),
+                    StatKey::HloModule if module.is_none() => module = Some(v),
+                    _ => {}
+                }
+            }
+            let op_name = op.and_then(StatValue::as_str).unwrap_or_default();
+            let module = module.and_then(StatValue::as_str);
+            let pid = match (program.and_then(StatValue::as_u64), module) {
+                (Some(p), _) => p,
                 (None, Some(m)) => match last_module {
                     Some((name, pid)) if name == m => pid,
                     _ => {
@@ -190,7 +200,7 @@ pub fn host_xla_op_db(plane: &Plane, modules: &HashMap<u64, HloModuleInfo>) -> O
                         pid
                     }
                 },
-                _ => event_program(&e.stats, modules, &by_name),
+                (None, None) => event_program(&e.stats, modules, &by_name),
             };
             b.enter(pid, op_name, dur, dur.saturating_sub(children), || {
                 // Looked up once per op (the first occurrence), not per event.
