@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 use rayon::prelude::*;
 
 use crate::device::{STEPS, XLA_MODULES, device_span};
-use crate::model::{Line, Plane, StatKey};
+use crate::model::{EventMetadata, Line, Plane, StatKey};
 use crate::tfop::{TfOpCategory, parse_tf_op};
 
 /// Where the steps came from.
@@ -210,137 +210,214 @@ fn classify_cpu_event(name: &str) -> EventType {
     }
 }
 
+/// In the per-event group tables: the event belongs to no group.
+pub const NO_GROUP: u32 = u32::MAX;
+
 /// Group ids of the host plane's events (XProf `GroupTfEvents` for `_r` roots): roots in time
 /// order get 0, 1, 2, …; a group spreads to events nested in a grouped event on the same line
 /// and to consumers (`_ct`,`_c`) of a grouped producer (`_pt`,`_p`). Returns, per line, the
-/// group of each event (`None` = ungrouped), and per group the root's (line, event).
+/// group of each event ([`NO_GROUP`] = ungrouped; 4 bytes per event), and per group the root's
+/// (line, event).
 pub struct HostGroups {
-    pub event_group: Vec<Vec<Option<i64>>>,
+    pub event_group: Vec<Vec<u32>>,
     pub roots: Vec<(usize, usize)>,
 }
 
-pub fn group_host_events(plane: &Plane) -> HostGroups {
-    let mut event_group: Vec<Vec<Option<i64>>> = plane
-        .lines
-        .iter()
-        .map(|l| vec![None; l.events.len()])
-        .collect();
-    // Roots and flows in one pass over the events' stats (each pass over millions of events'
-    // stats is bound by memory latency). Flows: consumers and producers by context (type,
-    // id), as sorted vectors; hash maps of one Vec per context cost an allocation and a cache
-    // miss per flow event.
-    let mut roots: Vec<(usize, usize)> = Vec::new();
-    let mut consumers: Vec<((u64, u64), usize, usize)> = Vec::new();
-    let mut producers: Vec<(u64, u64)> = Vec::new();
-    for (li, line) in plane.lines.iter().enumerate() {
-        for (ei, e) in line.events.iter().enumerate() {
-            if e.stats.i64(StatKey::IsRoot).is_some_and(|v| v > 0) {
-                roots.push((li, ei));
-            }
-            if let (Some(t), Some(id)) = (
-                e.stats.u64(StatKey::ConsumerType),
-                e.stats.u64(StatKey::ConsumerId),
-            ) {
-                consumers.push(((t, id), li, ei));
-            }
-            if let (Some(t), Some(id)) = (
-                e.stats.u64(StatKey::ProducerType),
-                e.stats.u64(StatKey::ProducerId),
-            ) {
-                producers.push((t, id));
-            }
+/// A flow context: (type, id).
+type Context = (u64, u64);
+
+/// One line's grouping signals, from a single pass over its events' stats (each pass over
+/// millions of events' stats is bound by memory latency, so everything is read at once).
+/// Event indices are as stored, ascending.
+#[derive(Default)]
+struct LineScan {
+    /// Events with `_r` > 0.
+    roots: Vec<u32>,
+    /// Consumers (`_ct`, `_c`) and producers (`_pt`, `_p`).
+    consumers: Vec<(Context, u32)>,
+    producers: Vec<(Context, u32)>,
+    /// Events with a string `step_name`.
+    step_names: Vec<u32>,
+    /// `group_id` stats (captures XProf grouped).
+    group_ids: Vec<(u32, i64)>,
+}
+
+fn scan_line(line: &Line) -> LineScan {
+    let mut s = LineScan::default();
+    for (ei, e) in line.events.iter().enumerate() {
+        let ei = ei as u32;
+        let st = &e.stats;
+        if st.i64(StatKey::IsRoot).is_some_and(|v| v > 0) {
+            s.roots.push(ei);
+        }
+        if let Some(t) = st.u64(StatKey::ConsumerType)
+            && let Some(id) = st.u64(StatKey::ConsumerId)
+        {
+            s.consumers.push(((t, id), ei));
+        }
+        if let Some(t) = st.u64(StatKey::ProducerType)
+            && let Some(id) = st.u64(StatKey::ProducerId)
+        {
+            s.producers.push(((t, id), ei));
+        }
+        if st.str(StatKey::StepName).is_some() {
+            s.step_names.push(ei);
+        }
+        if let Some(g) = st.i64(StatKey::GroupId) {
+            s.group_ids.push((ei, g));
         }
     }
+    s
+}
+
+fn scan_lines(plane: &Plane) -> Vec<LineScan> {
+    plane.lines.par_iter().map(scan_line).collect()
+}
+
+/// One line's events in visiting order (start ascending, longer first at the same start, then
+/// index). XProf's ancestor stack keeps an event open until one it does not contain arrives:
+/// in this order, that is the first later event ending after it, so an event's descendants
+/// are the positions right after it up to there (no tree needs building).
+struct LineOrder<'a> {
+    line: &'a Line,
+    /// Position → event index; empty when the line is stored in visiting order (usual).
+    order: Vec<u32>,
+    /// Event index → position; empty like `order`.
+    pos_of: Vec<u32>,
+}
+
+impl<'a> LineOrder<'a> {
+    fn of(line: &'a Line) -> Self {
+        let key = |e: &crate::model::Event| (e.start_ps, std::cmp::Reverse(e.duration_ps));
+        if line.events.is_sorted_by_key(key) {
+            return LineOrder {
+                line,
+                order: Vec::new(),
+                pos_of: Vec::new(),
+            };
+        }
+        let mut o: Vec<(i64, std::cmp::Reverse<i64>, u32)> = line
+            .events
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.start_ps, std::cmp::Reverse(e.duration_ps), i as u32))
+            .collect();
+        o.sort_unstable();
+        let order: Vec<u32> = o.into_iter().map(|(_, _, i)| i).collect();
+        let mut pos_of = vec![0u32; order.len()];
+        for (p, &i) in order.iter().enumerate() {
+            pos_of[i as usize] = p as u32;
+        }
+        LineOrder {
+            line,
+            order,
+            pos_of,
+        }
+    }
+    fn pos(&self, event: u32) -> u32 {
+        if self.pos_of.is_empty() {
+            event
+        } else {
+            self.pos_of[event as usize]
+        }
+    }
+    /// The end of the event at a position.
+    fn end_at(&self, p: usize) -> i64 {
+        let i = if self.order.is_empty() {
+            p
+        } else {
+            self.order[p] as usize
+        };
+        self.line.events[i].end_ps()
+    }
+}
+
+pub fn group_host_events(plane: &Plane) -> HostGroups {
+    group_from_roots(plane, &scan_lines(plane))
+}
+
+fn group_from_roots(plane: &Plane, scans: &[LineScan]) -> HostGroups {
+    let mut roots: Vec<(usize, usize)> = scans
+        .iter()
+        .enumerate()
+        .flat_map(|(li, s)| s.roots.iter().map(move |&ei| (li, ei as usize)))
+        .collect();
     // Most captures have no roots: skip building the event forest.
     if roots.is_empty() {
-        return HostGroups { event_group, roots };
+        return HostGroups {
+            event_group: plane
+                .lines
+                .iter()
+                .map(|l| vec![NO_GROUP; l.events.len()])
+                .collect(),
+            roots,
+        };
     }
-    // Children on the same line (direct nesting), as one flat adjacency list per line
-    // (`offsets[p]..offsets[p + 1]` of `kids` are p's children): a Vec per event cost one
-    // allocation per parent and 24 bytes per event on captures with millions of events.
-    // Lines are independent: built in parallel.
-    let children: Vec<(Vec<usize>, Vec<usize>)> = plane
-        .lines
-        .par_iter()
-        .map(|line| {
-            let n = line.events.len();
-            // Start ascending, longer first at the same start, then index: the order of the
-            // former stable sort by (start, duration desc), without indirect comparisons.
-            // Lines are usually stored in this order already: then the events are visited
-            // as stored, without building and sorting the order.
-            let key = |e: &crate::model::Event| (e.start_ps, std::cmp::Reverse(e.duration_ps));
-            let sorted = line.events.is_sorted_by_key(key);
-            let order: Vec<usize> = if sorted {
-                Vec::new()
-            } else {
-                let mut o: Vec<(i64, std::cmp::Reverse<i64>, usize)> = line
-                    .events
-                    .iter()
-                    .enumerate()
-                    .map(|(i, e)| (e.start_ps, std::cmp::Reverse(e.duration_ps), i))
-                    .collect();
-                o.sort_unstable();
-                o.into_iter().map(|(_, _, i)| i).collect()
-            };
-            let mut parent = vec![usize::MAX; n];
-            // (start, end, index) of the open ancestors.
-            let mut stack: Vec<(i64, i64, usize)> = Vec::new();
-            let mut visit = |i: usize| {
-                let start = line.events[i].start_ps;
-                let end = line.events[i].end_ps();
-                while let Some(&(ps, pe, _)) = stack.last() {
-                    if ps <= start && end <= pe {
-                        break;
-                    }
-                    stack.pop();
-                }
-                if let Some(&(_, _, t)) = stack.last() {
-                    parent[i] = t;
-                }
-                stack.push((start, end, i));
-            };
-            if sorted {
-                (0..n).for_each(&mut visit);
-            } else {
-                order.iter().for_each(|&i| visit(i));
-            }
-            let mut offsets = vec![0usize; n + 1];
-            for &p in parent.iter().filter(|&&p| p != usize::MAX) {
-                offsets[p + 1] += 1;
-            }
-            for k in 0..n {
-                offsets[k + 1] += offsets[k];
-            }
-            let mut fill = offsets.clone();
-            let mut kids = vec![0usize; offsets[n]];
-            for (i, &p) in parent.iter().enumerate() {
-                if p != usize::MAX {
-                    kids[fill[p]] = i;
-                    fill[p] += 1;
-                }
-            }
-            (offsets, kids)
+    let trees: Vec<LineOrder> = plane.lines.par_iter().map(LineOrder::of).collect();
+    // Flows: consumers by context; each producer gets the range of its context's consumers,
+    // by one merge of the two sorted lists (instead of two binary searches per visit).
+    let mut consumers: Vec<(Context, u32, u32)> = scans
+        .iter()
+        .enumerate()
+        .flat_map(|(li, s)| s.consumers.iter().map(move |&(k, ei)| (k, li as u32, ei)))
+        .collect();
+    consumers.sort_by_key(|c| c.0);
+    // Producers numbered line by line, in stored order.
+    let prod_base: Vec<usize> = scans
+        .iter()
+        .scan(0usize, |acc, s| {
+            let b = *acc;
+            *acc += s.producers.len();
+            Some(b)
         })
         .collect();
-    consumers.sort_unstable();
-    producers.sort_unstable();
-    // XProf does not link a context with 64+ producers and 64+ consumers (an id reused by
-    // unrelated events).
-    let num_producers = |k: (u64, u64)| {
-        producers.partition_point(|p| *p <= k) - producers.partition_point(|p| *p < k)
-    };
-    let mut kept = Vec::with_capacity(consumers.len());
-    for run in consumers.chunk_by(|a, b| a.0 == b.0) {
-        if !(run.len() >= 64 && num_producers(run[0].0) >= 64) {
-            kept.extend_from_slice(run);
+    let mut producers: Vec<(Context, u32)> = scans
+        .iter()
+        .flat_map(|s| s.producers.iter().map(|&(k, _)| k))
+        .enumerate()
+        .map(|(i, k)| (k, i as u32))
+        .collect();
+    producers.sort_by_key(|c| c.0);
+    let mut ranges: Vec<(u32, u32)> = vec![(0, 0); producers.len()];
+    let mut c = 0usize;
+    for run in producers.chunk_by(|a, b| a.0 == b.0) {
+        let k = run[0].0;
+        while c < consumers.len() && consumers[c].0 < k {
+            c += 1;
+        }
+        let from = c;
+        while c < consumers.len() && consumers[c].0 == k {
+            c += 1;
+        }
+        // XProf does not link a context with 64+ producers and 64+ consumers (an id reused
+        // by unrelated events).
+        let r = if c - from >= 64 && run.len() >= 64 {
+            (0, 0)
+        } else {
+            (from as u32, c as u32)
+        };
+        for &(_, i) in run {
+            ranges[i as usize] = r;
         }
     }
-    let consumers = kept;
-    let consumers_of = |k: (u64, u64)| {
-        let from = consumers.partition_point(|c| c.0 < k);
-        let to = from + consumers[from..].partition_point(|c| c.0 == k);
-        &consumers[from..to]
-    };
+    // Per line, the producers by position: (position, consumer range).
+    let line_producers: Vec<Vec<(u32, (u32, u32))>> = scans
+        .iter()
+        .zip(&trees)
+        .zip(&prod_base)
+        .map(|((s, t), &base)| {
+            let mut v: Vec<(u32, (u32, u32))> = s
+                .producers
+                .iter()
+                .enumerate()
+                .map(|(k, &(_, ei))| (t.pos(ei), ranges[base + k]))
+                .collect();
+            if !t.order.is_empty() {
+                v.sort_unstable_by_key(|x| x.0);
+            }
+            v
+        })
+        .collect();
     // Higher root levels group first; within a level, earlier roots first.
     let level = |&(li, ei): &(usize, usize)| {
         plane.lines[li].events[ei]
@@ -348,41 +425,84 @@ pub fn group_host_events(plane: &Plane) -> HostGroups {
             .i64(StatKey::IsRoot)
             .unwrap_or(1)
     };
-    roots.sort_by(|a, b| {
-        level(b)
-            .cmp(&level(a))
-            .then_with(|| {
-                plane.lines[a.0].events[a.1]
-                    .start_ps
-                    .cmp(&plane.lines[b.0].events[b.1].start_ps)
-            })
-            .then(a.cmp(b))
-    });
+    let mut keyed: Vec<(std::cmp::Reverse<i64>, i64, (usize, usize))> = roots
+        .iter()
+        .map(|r| {
+            (
+                std::cmp::Reverse(level(r)),
+                plane.lines[r.0].events[r.1].start_ps,
+                *r,
+            )
+        })
+        .collect();
+    keyed.sort_unstable();
+    roots = keyed.into_iter().map(|(_, _, r)| r).collect();
+    // Groups by position. A grouped event's whole subtree is grouped (by its group or an
+    // earlier one), so claiming a subtree skips grouped subtrees whole; which events a root
+    // reaches does not depend on the visiting order.
+    let mut gpos: Vec<Vec<u32>> = plane
+        .lines
+        .iter()
+        .map(|l| vec![NO_GROUP; l.events.len()])
+        .collect();
     let mut kept_roots = Vec::new();
+    let mut work: Vec<(u32, u32)> = Vec::new();
     for &(li, ei) in &roots {
-        if event_group[li][ei].is_some() {
+        let p = trees[li].pos(ei as u32);
+        if gpos[li][p as usize] != NO_GROUP {
             continue; // nested in an earlier root's group
         }
-        let gid = kept_roots.len() as i64;
+        let gid = kept_roots.len() as u32;
         kept_roots.push((li, ei));
-        let mut work = vec![(li, ei)];
-        while let Some((l, e)) = work.pop() {
-            if event_group[l][e].is_some() {
+        work.push((li as u32, p));
+        while let Some((l, p)) = work.pop() {
+            let (l, p) = (l as usize, p as usize);
+            let groups = &mut gpos[l];
+            if groups[p] != NO_GROUP {
                 continue;
             }
-            event_group[l][e] = Some(gid);
-            // Which events a root reaches does not depend on the visiting order.
-            let (offsets, kids) = &children[l];
-            work.extend(kids[offsets[e]..offsets[e + 1]].iter().map(|&c| (l, c)));
-            let ev = &plane.lines[l].events[e];
-            if let (Some(t), Some(id)) = (
-                ev.stats.u64(StatKey::ProducerType),
-                ev.stats.u64(StatKey::ProducerId),
-            ) {
-                work.extend(consumers_of((t, id)).iter().map(|&(_, l, e)| (l, e)));
+            let tree = &trees[l];
+            let prods = &line_producers[l];
+            let stop = tree.end_at(p);
+            let mut k = prods.partition_point(|x| (x.0 as usize) < p);
+            // The subtree: p and the following positions ending no later than p. Grouped
+            // events in it have their whole subtrees grouped already.
+            let mut q = p;
+            while q < groups.len() && (q == p || tree.end_at(q) <= stop) {
+                if groups[q] == NO_GROUP {
+                    groups[q] = gid;
+                    while k < prods.len() && (prods[k].0 as usize) < q {
+                        k += 1;
+                    }
+                    if k < prods.len() && prods[k].0 as usize == q {
+                        let (a, b) = prods[k].1;
+                        work.extend(
+                            consumers[a as usize..b as usize]
+                                .iter()
+                                .map(|&(_, cl, ce)| (cl, trees[cl as usize].pos(ce))),
+                        );
+                    }
+                }
+                q += 1;
             }
         }
     }
+    // Back to stored order.
+    let event_group = gpos
+        .into_iter()
+        .zip(&trees)
+        .map(|(g, t)| {
+            if t.order.is_empty() {
+                g
+            } else {
+                let mut out = vec![NO_GROUP; g.len()];
+                for (p, &i) in t.order.iter().enumerate() {
+                    out[i as usize] = g[p];
+                }
+                out
+            }
+        })
+        .collect();
     HostGroups {
         event_group,
         roots: kept_roots,
@@ -469,40 +589,81 @@ fn classify_gpu_event(name: &str) -> EventType {
     }
 }
 
-/// The groups of the host plane's events: taken from `group_id` stats when the capture
-/// already carries them (XProf wrote them), else computed from `_r` roots and flows.
-/// Returns (per line, per event group), the root event of each computed group, the source.
-/// Per line, per event: the event's group.
-type EventGroups = Vec<Vec<Option<i64>>>;
+/// The groups of the host plane's events, with dense ids: taken from `group_id` stats when
+/// the capture already carries them (XProf wrote them), else computed from `_r` roots and
+/// flows.
+struct Grouping {
+    /// Per line, per event: the dense index of its group ([`NO_GROUP`] = ungrouped).
+    event_group: Vec<Vec<u32>>,
+    /// Dense index → group id, ascending (computed groups: 0, 1, 2, …).
+    ids: Vec<i64>,
+    /// The root event of each computed group (by dense index; empty for `group_id`s).
+    roots: Vec<(usize, usize)>,
+    source: StepsSource,
+    scans: Vec<LineScan>,
+}
 
-fn host_event_groups(plane: &Plane) -> (EventGroups, Vec<(usize, usize)>, StepsSource) {
-    // Look before building: most captures carry no `group_id`, and a table per event costs
-    // 16 bytes per event while the computed grouping below builds its own.
-    let has_group_ids = plane.lines.iter().any(|l| {
-        l.events
+impl Grouping {
+    /// The dense index of a group id.
+    fn index(&self, id: i64) -> Option<u32> {
+        self.ids.binary_search(&id).ok().map(|i| i as u32)
+    }
+}
+
+fn host_event_groups(plane: &Plane) -> Grouping {
+    let scans = scan_lines(plane);
+    if scans.iter().any(|s| !s.group_ids.is_empty()) {
+        let mut ids: Vec<i64> = scans
             .iter()
-            .any(|e| e.stats.i64(StatKey::GroupId).is_some())
-    });
-    if has_group_ids {
-        let pre: Vec<Vec<Option<i64>>> = plane
+            .flat_map(|s| s.group_ids.iter().map(|x| x.1))
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let event_group = plane
             .lines
-            .iter()
-            .map(|l| {
-                l.events
-                    .iter()
-                    .map(|e| e.stats.i64(StatKey::GroupId))
-                    .collect()
+            .par_iter()
+            .zip(&scans)
+            .map(|(l, s)| {
+                let mut g = vec![NO_GROUP; l.events.len()];
+                for &(ei, id) in &s.group_ids {
+                    g[ei as usize] = ids.binary_search(&id).map_or(NO_GROUP, |i| i as u32);
+                }
+                g
             })
             .collect();
-        return (pre, Vec::new(), StepsSource::GroupId);
+        return Grouping {
+            event_group,
+            ids,
+            roots: Vec::new(),
+            source: StepsSource::GroupId,
+            scans,
+        };
     }
-    let g = group_host_events(plane);
-    let src = if g.roots.is_empty() {
+    let g = group_from_roots(plane, &scans);
+    let source = if g.roots.is_empty() {
         StepsSource::None
     } else {
         StepsSource::HostRoots
     };
-    (g.event_group, g.roots, src)
+    Grouping {
+        event_group: g.event_group,
+        ids: (0..g.roots.len() as i64).collect(),
+        roots: g.roots,
+        source,
+        scans,
+    }
+}
+
+/// One line's contribution to the host steps (see [`host_steps`]).
+#[derive(Default)]
+struct LineSteps {
+    /// Step-marker candidates in stored order: (group, event).
+    markers: Vec<(u32, u32)>,
+    /// Typed spans by group: per type, overlapping spans of one group merged into their
+    /// union (the breakdown depends only on each type's covered time), unless `raw`.
+    spans: Vec<(u32, EventType, i64, i64)>,
+    /// A span ends before it starts: the breakdown must see every span as it is.
+    negative: bool,
 }
 
 /// Host (and GPU) steps: XProf `ConvertHostThreadsXPlaneToStepEvents`,
@@ -510,20 +671,20 @@ fn host_event_groups(plane: &Plane) -> (EventGroups, Vec<(usize, usize)>, StepsS
 /// GPU kernels join a step through their own `group_id`, else through the host kernel launch
 /// with the same `correlation_id`.
 fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>) {
-    let (groups, roots, source) = host_event_groups(plane);
+    let grouping = host_event_groups(plane);
+    let source = grouping.source;
     if source == StepsSource::None {
         return (source, Vec::new());
     }
-    // Per line, per event: is it a group's root (a flag per event beats hashing each one).
-    let mut is_root: Vec<Vec<bool>> = plane
-        .lines
-        .iter()
-        .map(|l| vec![false; l.events.len()])
-        .collect();
-    for &(li, ei) in &roots {
-        if let Some(f) = is_root.get_mut(li).and_then(|l| l.get_mut(ei)) {
-            *f = true;
-        }
+    let groups = &grouping.event_group;
+    let num_groups = grouping.ids.len();
+    // Per line, the roots of the computed groups (stored order).
+    let mut line_roots: Vec<Vec<u32>> = vec![Vec::new(); plane.lines.len()];
+    for &(li, ei) in &grouping.roots {
+        line_roots[li].push(ei as u32);
+    }
+    for r in &mut line_roots {
+        r.sort_unstable();
     }
     // Names repeat across millions of events: classify each metadata's name once.
     let classes: Vec<NameClass> = plane
@@ -531,13 +692,21 @@ fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>) {
         .iter()
         .map(|m| NameClass::of(&m.name))
         .collect();
-    // Device step events (GPU).
-    let mut device_spans: BTreeMap<i64, Vec<(EventType, i64, i64)>> = BTreeMap::new();
-    if !gpus.is_empty() {
-        let mut launch_group: HashMap<i64, i64> = HashMap::new();
+    let no_class = NameClass::of(&EventMetadata::default().name);
+    // Device step events (GPU), by dense group.
+    let has_device = !gpus.is_empty();
+    let mut device_spans: Vec<Vec<(EventType, i64, i64)>> = Vec::new();
+    let mut device_negative = false;
+    if has_device {
+        device_spans = vec![Vec::new(); num_groups];
+        let mut launch_group: HashMap<i64, u32> = HashMap::new();
         for (li, line) in plane.lines.iter().enumerate() {
             for (ei, e) in line.events.iter().enumerate() {
-                if let (Some(g), Some(c)) = (groups[li][ei], e.stats.i64(StatKey::CorrelationId)) {
+                let g = groups[li][ei];
+                if g == NO_GROUP {
+                    continue;
+                }
+                if let Some(c) = e.stats.i64(StatKey::CorrelationId) {
                     launch_group.insert(c, g);
                 }
             }
@@ -548,14 +717,14 @@ fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>) {
                     let Some(c) = e.stats.i64(StatKey::CorrelationId).filter(|c| *c >= 0) else {
                         continue;
                     };
-                    let Some(g) = e
-                        .stats
-                        .i64(StatKey::GroupId)
-                        .or_else(|| launch_group.get(&c).copied())
-                    else {
-                        continue;
+                    // A group no host event has never becomes a step.
+                    let g = match e.stats.i64(StatKey::GroupId) {
+                        Some(id) => grouping.index(id),
+                        None => launch_group.get(&c).copied(),
                     };
-                    device_spans.entry(g).or_default().push((
+                    let Some(g) = g else { continue };
+                    device_negative |= e.end_ps() < e.start_ps;
+                    device_spans[g as usize].push((
                         classify_gpu_event(&p.meta(e).name),
                         e.start_ps,
                         e.end_ps(),
@@ -564,81 +733,147 @@ fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>) {
             }
         }
     }
-    let has_device = !gpus.is_empty();
-    // (begin, end, name) of the longest host marker per group.
-    let mut markers: BTreeMap<i64, (i64, i64, String)> = BTreeMap::new();
-    let mut spans: BTreeMap<i64, Vec<(EventType, i64, i64)>> = BTreeMap::new();
-    for (li, line) in plane.lines.iter().enumerate() {
-        for (ei, e) in line.events.iter().enumerate() {
-            let Some(gid) = groups[li][ei] else { continue };
-            if has_device && !device_spans.contains_key(&gid) {
-                continue;
-            }
-            let name = &plane.meta(e).name;
-            let class = classes
-                .get(e.metadata as usize)
-                .copied()
-                .unwrap_or_else(|| NameClass::of(name));
-            let step_name = e.stats.str(StatKey::StepName);
-            if class.marker || step_name.is_some() || is_root[li][ei] {
-                let label = match (step_name, e.stats.i64(StatKey::StepNum)) {
-                    (Some(s), _) => s.to_string(),
-                    (None, Some(n)) => format!("{name} {n}"),
-                    (None, None) => format!("{name} {gid}"),
-                };
-                let m = markers
-                    .entry(gid)
-                    .or_insert((e.start_ps, e.end_ps(), label.clone()));
-                if e.duration_ps as i128 > m.1 as i128 - m.0 as i128 {
-                    *m = (e.start_ps, e.end_ps(), label);
+    let line_steps = |raw: bool| -> Vec<LineSteps> {
+        plane
+            .lines
+            .par_iter()
+            .enumerate()
+            .map(|(li, line)| {
+                let mut out = LineSteps::default();
+                let groups = &groups[li];
+                let (roots, names) = (&line_roots[li], &grouping.scans[li].step_names);
+                let (mut r, mut n) = (0, 0);
+                // Per type, the open union: (group, begin, end).
+                let mut open: [Option<(u32, i64, i64)>; EventType::ALL.len()] =
+                    [None; EventType::ALL.len()];
+                for (ei, e) in line.events.iter().enumerate() {
+                    let g = groups[ei];
+                    if g == NO_GROUP || (has_device && device_spans[g as usize].is_empty()) {
+                        continue;
+                    }
+                    let ei = ei as u32;
+                    let class = classes.get(e.metadata as usize).unwrap_or(&no_class);
+                    while names.get(n).is_some_and(|&x| x < ei) {
+                        n += 1;
+                    }
+                    while roots.get(r).is_some_and(|&x| x < ei) {
+                        r += 1;
+                    }
+                    let named = names.get(n) == Some(&ei);
+                    let root = roots.get(r) == Some(&ei);
+                    if class.marker || named || root {
+                        out.markers.push((g, ei));
+                    } else if class.real_compute {
+                        let t = if has_device
+                            && (e.stats.has(StatKey::CorrelationId) || class.executor_process)
+                        {
+                            EventType::HostPrepare
+                        } else {
+                            class.cpu
+                        };
+                        let (b, end) = (e.start_ps, e.end_ps());
+                        if end < b {
+                            out.negative = true;
+                        }
+                        if raw {
+                            out.spans.push((g, t, b, end));
+                            continue;
+                        }
+                        let o = &mut open[t.rank()];
+                        match o {
+                            Some((og, ob, oe)) if *og == g && b <= *oe && end >= *ob => {
+                                *ob = (*ob).min(b);
+                                *oe = (*oe).max(end);
+                            }
+                            _ => {
+                                if let Some((og, ob, oe)) = o.replace((g, b, end)) {
+                                    out.spans.push((og, t, ob, oe));
+                                }
+                            }
+                        }
+                    }
                 }
-            } else if class.real_compute {
-                let t = if has_device
-                    && (e.stats.has(StatKey::CorrelationId) || class.executor_process)
-                {
-                    EventType::HostPrepare
-                } else {
-                    class.cpu
-                };
-                spans
-                    .entry(gid)
-                    .or_default()
-                    .push((t, e.start_ps, e.end_ps()));
+                for (rank, o) in open.iter().enumerate() {
+                    if let Some((g, b, e)) = *o {
+                        out.spans.push((g, EventType::ALL[rank], b, e));
+                    }
+                }
+                out
+            })
+            .collect()
+    };
+    let mut lines = line_steps(false);
+    // Unions only stand for their spans when no span is reversed (a reversed span cancels
+    // coverage in XProf's sweep): then the breakdown takes every span as it is.
+    if device_negative || lines.iter().any(|l| l.negative) {
+        lines = line_steps(true);
+    }
+    // The longest host marker per group (the first of equals), in (line, event) order.
+    let mut best: Vec<Option<(i64, i64, usize, u32)>> = vec![None; num_groups];
+    let mut spans: Vec<Vec<(EventType, i64, i64)>> = vec![Vec::new(); num_groups];
+    for (li, l) in lines.iter().enumerate() {
+        for &(g, ei) in &l.markers {
+            let e = &plane.lines[li].events[ei as usize];
+            let m = best[g as usize].get_or_insert((e.start_ps, e.end_ps(), li, ei));
+            if e.duration_ps as i128 > m.1 as i128 - m.0 as i128 {
+                *m = (e.start_ps, e.end_ps(), li, ei);
             }
         }
-    }
-    let mut out = Vec::new();
-    for (gid, (b, e, name)) in markers {
-        let mut s = spans.remove(&gid).unwrap_or_default();
-        s.extend(device_spans.remove(&gid).unwrap_or_default());
-        let generic = generic_breakdown(&s, b, e);
-        // Well-formed steps only: device compute (with a device) or host compute (without).
-        let well_formed = if has_device {
-            s.iter()
-                .any(|x| matches!(x.0, EventType::DeviceCompute32 | EventType::DeviceCompute16))
-        } else {
-            s.iter().any(|x| x.0 == EventType::HostCompute)
-        };
-        if !well_formed || e <= b {
-            continue;
+        for &(g, t, b, e) in &l.spans {
+            spans[g as usize].push((t, b, e));
         }
-        let mut per_core = BTreeMap::new();
-        per_core.insert(
-            0,
-            CoreStep {
-                begin_ps: b,
-                duration_ps: crate::nesting::span_len(b, e),
-                generic_ps: generic,
-                category_ps: BTreeMap::new(),
-            },
-        );
-        out.push(Step {
-            step_num: gid,
-            name,
-            per_core,
-        });
     }
-    (source, out)
+    drop(lines);
+    let steps: Vec<Option<Step>> = best
+        .par_iter()
+        .zip(spans.par_iter_mut())
+        .enumerate()
+        .map(|(g, (m, s))| {
+            let (b, e, li, ei) = (*m)?;
+            if has_device {
+                s.extend_from_slice(&device_spans[g]);
+            }
+            // Well-formed steps only: device compute (with a device) or host compute
+            // (without).
+            let well_formed = if has_device {
+                s.iter()
+                    .any(|x| matches!(x.0, EventType::DeviceCompute32 | EventType::DeviceCompute16))
+            } else {
+                s.iter().any(|x| x.0 == EventType::HostCompute)
+            };
+            if !well_formed || e <= b {
+                return None;
+            }
+            let generic = generic_breakdown(s, b, e);
+            let gid = grouping.ids[g];
+            let ev = &plane.lines[li].events[ei as usize];
+            let name = &plane.meta(ev).name;
+            let label = match (
+                ev.stats.str(StatKey::StepName),
+                ev.stats.i64(StatKey::StepNum),
+            ) {
+                (Some(s), _) => s.to_string(),
+                (None, Some(n)) => format!("{name} {n}"),
+                (None, None) => format!("{name} {gid}"),
+            };
+            let mut per_core = BTreeMap::new();
+            per_core.insert(
+                0,
+                CoreStep {
+                    begin_ps: b,
+                    duration_ps: crate::nesting::span_len(b, e),
+                    generic_ps: generic,
+                    category_ps: BTreeMap::new(),
+                },
+            );
+            Some(Step {
+                step_num: gid,
+                name: label,
+                per_core,
+            })
+        })
+        .collect();
+    (source, steps.into_iter().flatten().collect())
 }
 
 /// Step id → (begin, end, name) on one core.
@@ -660,47 +895,49 @@ pub fn host_contexts(host: Option<&Plane>) -> HostContexts {
             num_groups: 0,
         };
     };
-    let (groups, roots, source) = host_event_groups(plane);
-    if source == StepsSource::None {
+    let grouping = host_event_groups(plane);
+    if grouping.source == StepsSource::None {
         return HostContexts {
             by_context,
             num_groups: 0,
         };
     }
-    let mut names: HashMap<i64, String> = HashMap::new();
-    for (gid, &(li, ei)) in roots.iter().enumerate() {
-        let e = &plane.lines[li].events[ei];
-        let name = &plane.meta(e).name;
-        names.insert(
-            gid as i64,
+    let names: Vec<String> = grouping
+        .roots
+        .iter()
+        .enumerate()
+        .map(|(gid, &(li, ei))| {
+            let e = &plane.lines[li].events[ei];
+            let name = &plane.meta(e).name;
             match e.stats.i64(StatKey::StepNum) {
                 Some(n) => format!("{name} {n}"),
                 None => format!("{name} {gid}"),
-            },
-        );
-    }
-    let mut max_gid = -1;
-    for (li, line) in plane.lines.iter().enumerate() {
-        for (ei, e) in line.events.iter().enumerate() {
-            let Some(g) = groups[li][ei] else { continue };
-            max_gid = max_gid.max(g);
-            if let (Some(t), Some(id)) = (
-                e.stats.u64(StatKey::ProducerType),
-                e.stats.u64(StatKey::ProducerId),
-            ) {
+            }
+        })
+        .collect();
+    // Only producers enter the map; the first producer of a context wins.
+    for (li, s) in grouping.scans.iter().enumerate() {
+        for &(k, ei) in &s.producers {
+            let g = grouping.event_group[li][ei as usize];
+            if g == NO_GROUP {
+                continue;
+            }
+            by_context.entry(k).or_insert_with(|| {
+                let e = &plane.lines[li].events[ei as usize];
                 let name = e
                     .stats
                     .str(StatKey::StepName)
                     .map(str::to_string)
-                    .or_else(|| names.get(&g).cloned())
-                    .unwrap_or_else(|| g.to_string());
-                by_context.entry((t, id)).or_insert((g, name));
-            }
+                    .or_else(|| names.get(g as usize).cloned())
+                    .unwrap_or_else(|| grouping.ids[g as usize].to_string());
+                (grouping.ids[g as usize], name)
+            });
         }
     }
+    // Every group id is some event's: the largest is the last.
     HostContexts {
         by_context,
-        num_groups: max_gid + 1,
+        num_groups: grouping.ids.last().map_or(0, |&m| m.max(-1) + 1),
     }
 }
 
@@ -939,10 +1176,7 @@ mod tests {
         assert_eq!(sorted.roots, vec![(0, 0), (0, 3)]);
         assert_eq!(
             sorted.event_group,
-            vec![
-                vec![Some(0), Some(0), None, Some(1)],
-                vec![Some(0), Some(0)]
-            ]
+            vec![vec![0, 0, NO_GROUP, 1], vec![0, 0]]
         );
         // The same events stored in reverse: the same groups, per stored position.
         let rev = |mut v: Vec<Event>| {
@@ -951,13 +1185,7 @@ mod tests {
         };
         let g = group_host_events(&plane(rev(line0), rev(line1)));
         assert_eq!(g.roots, vec![(0, 3), (0, 0)]);
-        assert_eq!(
-            g.event_group,
-            vec![
-                vec![Some(1), None, Some(0), Some(0)],
-                vec![Some(0), Some(0)]
-            ]
-        );
+        assert_eq!(g.event_group, vec![vec![1, NO_GROUP, 0, 0], vec![0, 0]]);
     }
 
     #[test]
