@@ -71,7 +71,11 @@ fn open_grouped_equals_group_durations() {
     for f in &files {
         let space = XSpace::open(f).unwrap();
         for q in &queries {
-            for (e, p, l) in [(true, false, false), (true, true, true), (false, false, true)] {
+            for (e, p, l) in [
+                (true, false, false),
+                (true, true, true),
+                (false, false, true),
+            ] {
                 let (m1, g1) = q.group_durations(&space, e, p, l);
                 let (fused, runs) = q.open_grouped(f, &ReadOptions::default()).unwrap();
                 let (m2, g2) = q.merge_groups(&fused, runs, e, p, l);
