@@ -84,6 +84,33 @@ fn full_scan(bencher: divan::Bencher, name: &str) {
         });
 }
 
+/// `open_scan`: validate and visit every event (metadata id, duration, every stat) in one
+/// pass, on rayon — the same work as `full_scan` without its second pass.
+#[divan::bench(args = NAMES)]
+fn open_scan(bencher: divan::Bencher, name: &str) {
+    struct Sum;
+    impl xprof_xspace::EventScan for Sum {
+        type Acc = i64;
+        fn start(&self, _: xprof_xspace::Line<'_>) -> Option<i64> {
+            Some(0)
+        }
+        fn event(&self, acc: &mut i64, e: xprof_xspace::Event<'_>, _: Option<usize>) {
+            *acc = acc.wrapping_add(e.duration_ps() ^ e.metadata_id());
+            for s in e.stats() {
+                *acc = acc.wrapping_add(s.int().unwrap_or(1));
+            }
+        }
+    }
+    let Some(bytes) = input(name) else { return };
+    bencher
+        .counter(divan::counter::BytesCount::new(bytes.len()))
+        .with_inputs(|| bytes.clone())
+        .bench_values(|b| {
+            let (_, runs) = XSpace::from_bytes_scan(b, "bench", &Default::default(), &Sum).unwrap();
+            runs.iter().fold(0i64, |a, r| a.wrapping_add(r.acc))
+        });
+}
+
 #[divan::bench(args = NAMES)]
 fn prost_decode(bencher: divan::Bencher, name: &str) {
     use prost::Message;
