@@ -287,34 +287,10 @@ fn reader_keys(plane: xprof_xspace::Plane<'_>) -> IdMap<StatKey> {
     )
 }
 
-/// FNV-1a for the per-run string caches: keys are short strings and small ids from the
-/// capture itself, looked up once per stat; SipHash's flooding resistance buys nothing here.
-#[derive(Clone, Copy)]
-struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Self {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl std::hash::Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        // One multiply-xorshift round: ids are small integers.
-        let x = (self.0 ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        self.0 = x ^ (x >> 29);
-    }
-}
-
-type FnvBuild = std::hash::BuildHasherDefault<Fnv>;
+/// The per-run string caches' hasher: keys are short strings and small ids from the capture
+/// itself, looked up once per stat, so a fast unkeyed hash (SipHash's flooding resistance buys
+/// nothing here).
+type FastHash = foldhash::fast::FixedState;
 
 /// One run of a line's events converted: the events, whose [`Stats`] are ranges of `stats`
 /// (made shared once the run is complete, [`RunEvents::finish`]).
@@ -325,10 +301,10 @@ struct RunEvents {
     events: Vec<Event>,
     stats: Vec<(StatKey, StatValue)>,
     /// `ref_value`s resolved, each once per run.
-    refs: HashMap<u64, Arc<str>, FnvBuild>,
+    refs: HashMap<u64, Arc<str>, FastHash>,
     /// String values already seen: events repeat the same few (`hlo_op`, `hlo_module`,
     /// `tf_op` …) millions of times, so each distinct string is allocated once per run.
-    strs: std::collections::HashSet<Arc<str>, FnvBuild>,
+    strs: std::collections::HashSet<Arc<str>, FastHash>,
 }
 
 impl RunEvents {

@@ -86,30 +86,10 @@ use wire::{Field, Fields, WireError, WireResult};
 /// read for tiny files, and an empty file cannot be mapped).
 const MMAP_THRESHOLD: u64 = 256 * 1024;
 
-/// Stat name → id. Looked up once per `stat(name)` call, often per event, so it uses FNV-1a:
-/// names are short, trusted (they come from the capture's own small table) and SipHash's
-/// flooding resistance buys nothing here.
-type NameMap = HashMap<Box<str>, i64, std::hash::BuildHasherDefault<Fnv>>;
-
-/// FNV-1a, 64-bit.
-struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Self {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl std::hash::Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-}
+/// Stat name → id. Looked up once per `stat(name)` call, often per event, so it uses a fast
+/// unkeyed hash: names are short, trusted (they come from the capture's own small table) and
+/// SipHash's flooding resistance buys nothing here.
+type NameMap = HashMap<Box<str>, i64, foldhash::fast::FixedState>;
 
 /// A byte range `[start, end)` of the file.
 type Span = (usize, usize);
@@ -496,22 +476,26 @@ fn parse_line_part(
         }
         let (f, next) = Fields::field_at(buf, p, e).ctx(ctx)?;
         p = next;
-        let r: WireResult<()> = (|| {
-            match f.number {
-                1 => l.id = Some(i(f.varint("id")?)),
-                10 => l.display_id = Some(i(f.varint("display_id")?)),
-                2 => l.name = Some(f.string(buf, "name")?),
-                11 => l.display_name = Some(f.string(buf, "display_name")?),
-                3 => l.timestamp_ns = Some(i(f.varint("timestamp_ns")?)),
-                9 => l.duration_ps = Some(i(f.varint("duration_ps")?)),
-                4 => drop(f.len("events")?), // not length-delimited: reported here
-                _ => {}
-            }
-            Ok(())
-        })();
-        r.ctx(ctx)?;
+        line_field(&mut l, &f, buf).ctx(ctx)?;
     }
     Ok(l)
+}
+
+/// One of XLine's own fields (anything but a well-formed event) into `l`. An `events` field
+/// that is not length-delimited is reported here; one behind an overlong tag is skipped, as
+/// [`Events`] skips it.
+fn line_field(l: &mut LinePart, f: &Field, buf: &[u8]) -> WireResult<()> {
+    match f.number {
+        1 => l.id = Some(i(f.varint("id")?)),
+        10 => l.display_id = Some(i(f.varint("display_id")?)),
+        2 => l.name = Some(f.string(buf, "name")?),
+        11 => l.display_name = Some(f.string(buf, "display_name")?),
+        3 => l.timestamp_ns = Some(i(f.varint("timestamp_ns")?)),
+        9 => l.duration_ps = Some(i(f.varint("duration_ps")?)),
+        4 => drop(f.len("events")?),
+        _ => {}
+    }
+    Ok(())
 }
 
 /// The first error in sequence order (rayon's `collect` into `Result` may return any).
@@ -619,22 +603,7 @@ fn frame_line(buf: &[u8], (s, e): Span, plane_ctx: &str, li: usize) -> Result<Li
         }
         let (f, next) = Fields::field_at(buf, p, e).ctx(ctx)?;
         p = next;
-        let r: WireResult<()> = (|| {
-            match f.number {
-                1 => l.id = Some(i(f.varint("id")?)),
-                10 => l.display_id = Some(i(f.varint("display_id")?)),
-                2 => l.name = Some(f.string(buf, "name")?),
-                11 => l.display_name = Some(f.string(buf, "display_name")?),
-                3 => l.timestamp_ns = Some(i(f.varint("timestamp_ns")?)),
-                9 => l.duration_ps = Some(i(f.varint("duration_ps")?)),
-                // Not length-delimited: reported here. (An event behind an overlong tag is
-                // skipped, as `Events` skips it.)
-                4 => drop(f.len("events")?),
-                _ => {}
-            }
-            Ok(())
-        })();
-        r.ctx(ctx)?;
+        line_field(&mut l, &f, buf).ctx(ctx)?;
     }
     if chunks.len() == 1 {
         chunks.clear();

@@ -5,10 +5,11 @@
 
 mod common;
 
+use common::small_capture;
+
 use prost::Message;
 use std::path::Path;
 use xprof_proto::xplane as pb;
-use xprof_testkit::{Ref, XSpaceBuilder};
 use xprof_xspace::{ReadOptions, XSpace, XSpaceError};
 
 fn strict() -> ReadOptions {
@@ -17,27 +18,6 @@ fn strict() -> ReadOptions {
         no_mmap: true,
         planes: None,
     }
-}
-
-fn small_capture() -> Vec<u8> {
-    XSpaceBuilder::new()
-        .hostname("h")
-        .plane("/device:TPU:0", |p| {
-            p.stat("peak_teraflops_per_second", 918.0)
-                .line("XLA Ops", |l| {
-                    l.event("fusion.1", 10, 20)
-                        .metadata_stat("hlo_category", Ref("loop fusion"))
-                        .device_timespan(9, 21)
-                        .event("copy.2", 40, 5)
-                        .stat("group_id", 3i64)
-                })
-        })
-        .plane("/host:CPU", |p| {
-            p.line_with_id(5, "main/5", |l| {
-                l.timestamp_ns(100).event("step", 0, 1000).stat("_r", 1i64)
-            })
-        })
-        .to_bytes()
 }
 
 fn expect_malformed(r: Result<XSpace, XSpaceError>, file: &Path, offset: u64, detail: &str) {

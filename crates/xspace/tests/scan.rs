@@ -4,10 +4,12 @@
 
 mod common;
 
+use common::small_capture;
+
 use prost::Message;
 use std::path::Path;
 use xprof_proto::xplane as pb;
-use xprof_testkit::{Ref, XSpaceBuilder};
+use xprof_testkit::XSpaceBuilder;
 use xprof_xspace::{Event, EventData, EventScan, Line, ReadOptions, XSpace, XSpaceError};
 
 /// What a test compares per event.
@@ -108,27 +110,6 @@ fn assert_same(bytes: &[u8], skip: &[&str], what: &str) {
             ),
         }
     }
-}
-
-fn small_capture() -> Vec<u8> {
-    XSpaceBuilder::new()
-        .hostname("h")
-        .plane("/device:TPU:0", |p| {
-            p.stat("peak_teraflops_per_second", 918.0)
-                .line("XLA Ops", |l| {
-                    l.event("fusion.1", 10, 20)
-                        .metadata_stat("hlo_category", Ref("loop fusion"))
-                        .device_timespan(9, 21)
-                        .event("copy.2", 40, 5)
-                        .stat("group_id", 3i64)
-                })
-        })
-        .plane("/host:CPU", |p| {
-            p.line_with_id(5, "main/5", |l| {
-                l.timestamp_ns(100).event("step", 0, 1000).stat("_r", 1i64)
-            })
-        })
-        .to_bytes()
 }
 
 #[test]

@@ -174,3 +174,27 @@ pub fn assert_agree(ours: &XSpace, theirs: &pb::XSpace) -> Result<usize, String>
     }
     Ok(events)
 }
+
+/// A small capture with a TPU plane (metadata stats, device timespans, a group id) and a host
+/// plane: the input of the exhaustive truncation and corruption tests.
+pub fn small_capture() -> Vec<u8> {
+    use xprof_testkit::{Ref, XSpaceBuilder};
+    XSpaceBuilder::new()
+        .hostname("h")
+        .plane("/device:TPU:0", |p| {
+            p.stat("peak_teraflops_per_second", 918.0)
+                .line("XLA Ops", |l| {
+                    l.event("fusion.1", 10, 20)
+                        .metadata_stat("hlo_category", Ref("loop fusion"))
+                        .device_timespan(9, 21)
+                        .event("copy.2", 40, 5)
+                        .stat("group_id", 3i64)
+                })
+        })
+        .plane("/host:CPU", |p| {
+            p.line_with_id(5, "main/5", |l| {
+                l.timestamp_ns(100).event("step", 0, 1000).stat("_r", 1i64)
+            })
+        })
+        .to_bytes()
+}
