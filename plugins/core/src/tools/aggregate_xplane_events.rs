@@ -2,7 +2,7 @@ use serde_json::{Map, Value, json};
 use xprof_opstats::events::group_stats;
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use super::list_xplane_events::{EventFilter, one_host_path};
+use super::list_xplane_events::{EventFilter, one_host_path, reader_warnings};
 use crate::common::load_error;
 use crate::common::with_capture;
 
@@ -154,6 +154,6 @@ impl Tool for AggregateXplaneEvents {
                 json!(format!("Truncated to top {top_n} by total duration. Use event_regex to filter or increase top_n.")),
             );
         }
-        Ok(with_capture(&s, &[&s.hosts[idx]], &[], body).into())
+        Ok(with_capture(&s, &[&s.hosts[idx]], &reader_warnings(&space), body).into())
     }
 }

@@ -139,6 +139,16 @@ impl EventFilter {
     }
 }
 
+/// What the reader dropped (a plane corrupt inside intact framing): the capture's warnings,
+/// so a partial answer never passes for a complete one.
+pub fn reader_warnings(space: &XSpace) -> Vec<String> {
+    if space.is_complete() {
+        Vec::new()
+    } else {
+        space.diagnostics().to_vec()
+    }
+}
+
 /// The single host an event tool reads (named, else the first) and its decoded XSpace.
 pub fn one_host(call: &mut Call) -> Result<(xprof_capture::Session, usize, XSpace), ToolError> {
     let (s, idx, path) = one_host_path(call)?;
@@ -247,7 +257,7 @@ impl Tool for ListXplaneEvents {
         body.insert("total_matched".into(), json!(matched));
         body.insert("returned".into(), json!(n));
         body.insert("truncated".into(), json!(skip + n < matched));
-        Ok(with_capture(&s, &[&s.hosts[idx]], &[], body).into())
+        Ok(with_capture(&s, &[&s.hosts[idx]], &reader_warnings(&space), body).into())
     }
 }
 
@@ -268,6 +278,44 @@ mod tests {
     fn matched(tool: &str, args: Value) -> u64 {
         let r = call(tool, args.clone()).unwrap_or_else(|e| panic!("{tool} {args}: {e}"));
         r["total_matched"].as_u64().unwrap()
+    }
+
+    /// Regression: the event tools answered from a capture whose corrupt plane the reader had
+    /// dropped without saying so (the op views did warn).
+    #[test]
+    fn event_tools_warn_when_a_corrupt_plane_is_dropped() {
+        use xprof_testkit::XSpaceBuilder;
+        let mut bytes = XSpaceBuilder::new()
+            .plane("/device:TPU:0", |p| {
+                p.line("XLA Ops", |l| {
+                    l.event("fusion.1", 0, 10).event("copy.2", 20, 5)
+                })
+            })
+            .plane("/host:CPU", |p| {
+                p.line("python", |l| l.event("main", 0, 100))
+            })
+            .to_bytes();
+        // Break the first event of the TPU plane inside its intact framing: an invalid tag.
+        let at = bytes
+            .windows(b"XLA Ops".len())
+            .position(|w| w == b"XLA Ops")
+            .unwrap();
+        let ev = at + bytes[at..].iter().position(|&b| b == 0x22).unwrap();
+        bytes[ev + 2] = 0x07;
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("plugins/profile/r1");
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::write(run.join("host0.xplane.pb"), &bytes).unwrap();
+        for tool in ["list_xplane_events", "aggregate_xplane_events"] {
+            let r = call(tool, json!({"path": run.display().to_string()})).unwrap();
+            let w = r["capture"]["warnings"].to_string();
+            assert!(
+                w.contains("plane skipped") && w.contains("/device:TPU:0"),
+                "{tool}: {w}"
+            );
+            // The host plane was still read.
+            assert!(r.to_string().contains("main"), "{tool}: {r}");
+        }
     }
 
     /// The repository's own JAX CPU capture (always present).
