@@ -843,6 +843,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn durations_widen_on_the_first_value_past_u32_and_keep_order() {
+        let values = [1i64, 2, u32::MAX as i64, u32::MAX as i64 + 1, -5, 3];
+        let mut d = Durations::Narrow(Vec::new());
+        for (k, &v) in values.iter().enumerate() {
+            d.push(v);
+            assert_eq!(matches!(d, Durations::Wide(_)), k >= 3, "after {v}");
+        }
+        assert_eq!(d.len(), values.len());
+        assert_eq!(d.sum(), values.iter().map(|&x| x as i128).sum::<i128>());
+        let g = DurationGroup {
+            key: ("e", "", ""),
+            chunks: vec![d, Durations::Narrow(vec![7, 8])],
+        };
+        assert_eq!(g.total(), values.iter().sum::<i64>() + 15);
+        let mut all: Vec<i64> = values.to_vec();
+        all.extend([7, 8]);
+        assert_eq!(g.into_values(), all);
+    }
+
+    #[test]
     fn unsorted_statistics_agree_with_sorted_ones() {
         let mut x: u64 = 0x2545_f491_4f6c_dd1d;
         let mut next = move || {
