@@ -236,34 +236,106 @@ impl EventQuery<'_> {
 
     /// How many events match, and matches number `skip..skip + max` in plane/line/event order.
     pub fn page<'a>(&self, space: &'a XSpace, skip: usize, max: usize) -> (usize, Vec<Hit<'a>>) {
+        let counts = self.count_runs(space);
+        self.page_counted(space, counts, skip, max)
+    }
+
+    /// The matches of every run of an opened space.
+    fn count_runs(&self, space: &XSpace) -> RunCounts {
         let (names, runs) = self.runs(space);
-        let counts: Vec<usize> = runs
-            .par_iter()
-            .map(|r| {
-                let mut n = 0usize;
-                self.scan(&names[r.plane], r, |_, _, _, _| n += 1);
-                n
-            })
-            .collect();
-        let total = counts.iter().sum();
+        RunCounts(
+            runs.par_iter()
+                .map(|r| {
+                    let mut n = 0usize;
+                    self.scan(&names[r.plane], r, |_, _, _, _| n += 1);
+                    RunCount {
+                        plane: names[r.plane].pos,
+                        line: r.line_index,
+                        run: r.k,
+                        matches: n,
+                    }
+                })
+                .collect(),
+        )
+    }
+
+    /// Open the capture at `path` and count each run's matches in the pass that validates it
+    /// ([`XSpace::open_scan`]); [`Self::page_counted`] then reads only the runs holding the
+    /// page. With a non-trivial `--filter` expression the space is opened first and counted
+    /// after (the expression's per-event name tests need the names).
+    pub fn open_counted(
+        &self,
+        path: &std::path::Path,
+        opts: &ReadOptions,
+    ) -> Result<(XSpace, RunCounts), xprof_xspace::XSpaceError> {
+        if self.filter.is_some_and(|x| !x.is_trivial()) {
+            let space = XSpace::open_with(path, opts)?;
+            let counts = self.count_runs(&space);
+            return Ok((space, counts));
+        }
+        let (space, scanned) = XSpace::open_scan(path, opts, &CountScan(OpenFilters::new(self)))?;
+        // Runs come in file order; a line's runs are consecutive and all present (the
+        // decision to visit depends only on the line).
+        let mut counts: Vec<RunCount> = Vec::with_capacity(scanned.len());
+        for s in scanned {
+            let run = match counts.last() {
+                Some(c) if (c.plane, c.line) == (s.plane, s.line) => c.run + 1,
+                _ => 0,
+            };
+            counts.push(RunCount {
+                plane: s.plane,
+                line: s.line,
+                run,
+                matches: s.acc.1,
+            });
+        }
+        Ok((space, RunCounts(counts)))
+    }
+
+    /// [`Self::page`] from counts made by [`Self::open_counted`] (or on `space`).
+    pub fn page_counted<'a>(
+        &self,
+        space: &'a XSpace,
+        counts: RunCounts,
+        skip: usize,
+        max: usize,
+    ) -> (usize, Vec<Hit<'a>>) {
+        let total = counts.0.iter().map(|c| c.matches).sum();
         // The runs holding the page, with how many of their matches to skip and to keep.
         let end = skip.saturating_add(max);
         let mut wanted = Vec::new();
         let mut before = 0usize;
-        for (r, &n) in runs.iter().zip(&counts) {
+        for c in &counts.0 {
+            let n = c.matches;
             let (lo, hi) = (before.max(skip), (before + n).min(end));
             if lo < hi {
-                wanted.push((r, lo - before, hi - lo));
+                wanted.push((c, lo - before, hi - lo));
             }
             before += n;
         }
+        let planes: Vec<Plane<'a>> = space.planes().collect();
+        let mut names: HashMap<usize, PlaneNames<'a>> = HashMap::new();
+        for (c, _, _) in &wanted {
+            names.entry(c.plane).or_insert_with(|| {
+                PlaneNames::new(c.plane, planes[c.plane], self.event, self.filter)
+            });
+        }
         let pages: Vec<Vec<Hit<'a>>> = wanted
             .par_iter()
-            .map(|&(r, from, take)| {
-                let pn = &names[r.plane];
-                let mut out = Vec::with_capacity(take);
+            .map(|&(c, from, take)| {
+                let pn = &names[&c.plane];
+                let Some(line) = pn.plane.lines().nth(c.line) else {
+                    return Vec::new();
+                };
+                let r = Run {
+                    plane: 0,
+                    line,
+                    line_index: c.line,
+                    k: c.run,
+                };
+                let mut out = Vec::with_capacity(take.min(1 << 16));
                 let mut k = 0usize;
-                self.scan(pn, r, |slot, offset, start, dur| {
+                self.scan(pn, &r, |slot, offset, start, dur| {
                     if k >= from && out.len() < take {
                         out.push(Hit {
                             plane: pn.plane.name(),
@@ -332,10 +404,7 @@ impl EventQuery<'_> {
             };
             return Ok((space, per_run));
         }
-        let scan = GroupScan {
-            q: self,
-            tables: Default::default(),
-        };
+        let scan = GroupScan(OpenFilters::new(self));
         let (space, scanned) = XSpace::open_scan(path, opts, &scan)?;
         let per_run = scanned
             .into_iter()
@@ -520,12 +589,49 @@ struct SlotFilter {
     keep: Vec<bool>,
 }
 
-/// [`EventQuery::group_durations`] as an [`EventScan`], run while the capture is opened.
-struct GroupScan<'q, 'f> {
+/// The plane, line and event-name filters of an [`EventQuery`] for scans run while the
+/// capture is opened ([`XSpace::open_scan`]).
+struct OpenFilters<'q, 'f> {
     q: &'q EventQuery<'f>,
     /// Per plane (by its index in the file), built by the first run of the plane.
     tables: Mutex<HashMap<usize, Arc<SlotFilter>>>,
 }
+
+impl<'q, 'f> OpenFilters<'q, 'f> {
+    fn new(q: &'q EventQuery<'f>) -> Self {
+        OpenFilters {
+            q,
+            tables: Default::default(),
+        }
+    }
+    /// The slot filter of a run's plane, `None` when the run's line is filtered out (or empty).
+    fn start(&self, line: Line<'_>) -> Option<Arc<SlotFilter>> {
+        let plane = line.plane();
+        if line.num_events() == 0 || !(self.q.plane)(plane.name()) || !(self.q.line)(line.name()) {
+            return None;
+        }
+        let mut tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
+        Some(
+            tables
+                .entry(plane.index())
+                .or_insert_with(|| {
+                    let names = PlaneNames::new(0, plane, self.q.event, None);
+                    Arc::new(SlotFilter { keep: names.keep })
+                })
+                .clone(),
+        )
+    }
+    /// The event's metadata slot when it passes the name and time filters.
+    #[inline]
+    fn keeps(&self, f: &SlotFilter, e: &Event<'_>, position: Option<usize>) -> Option<usize> {
+        let unknown = f.keep.len() - 1;
+        let slot = position.filter(|&k| k < unknown).unwrap_or(unknown);
+        (f.keep[slot] && self.q.keeps_times(e.start_ps(), e.duration_ps())).then_some(slot)
+    }
+}
+
+/// [`EventQuery::group_durations`] as an [`EventScan`], run while the capture is opened.
+struct GroupScan<'q, 'f>(OpenFilters<'q, 'f>);
 
 /// One run's state in a [`GroupScan`].
 struct GroupRun {
@@ -536,20 +642,7 @@ struct GroupRun {
 impl EventScan for GroupScan<'_, '_> {
     type Acc = GroupRun;
     fn start(&self, line: Line<'_>) -> Option<GroupRun> {
-        let plane = line.plane();
-        if line.num_events() == 0 || !(self.q.plane)(plane.name()) || !(self.q.line)(line.name()) {
-            return None;
-        }
-        let filter = {
-            let mut tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
-            tables
-                .entry(plane.index())
-                .or_insert_with(|| {
-                    let names = PlaneNames::new(0, plane, self.q.event, None);
-                    Arc::new(SlotFilter { keep: names.keep })
-                })
-                .clone()
-        };
+        let filter = self.0.start(line)?;
         let slots = filter.keep.len();
         Some(GroupRun {
             filter,
@@ -559,16 +652,38 @@ impl EventScan for GroupScan<'_, '_> {
     }
     #[inline]
     fn event(&self, acc: &mut GroupRun, e: Event<'_>, position: Option<usize>) {
-        let unknown = acc.filter.keep.len() - 1;
-        let slot = position.filter(|&k| k < unknown).unwrap_or(unknown);
-        if !acc.filter.keep[slot] {
-            return;
-        }
-        let dur = e.duration_ps();
-        if self.q.keeps_times(e.start_ps(), dur) {
-            acc.durations.push(slot, dur);
+        if let Some(slot) = self.0.keeps(&acc.filter, &e, position) {
+            acc.durations.push(slot, e.duration_ps());
         }
     }
+}
+
+/// Counting the matches of each run as an [`EventScan`] ([`EventQuery::open_counted`]).
+struct CountScan<'q, 'f>(OpenFilters<'q, 'f>);
+
+impl EventScan for CountScan<'_, '_> {
+    type Acc = (Arc<SlotFilter>, usize);
+    fn start(&self, line: Line<'_>) -> Option<Self::Acc> {
+        Some((self.0.start(line)?, 0))
+    }
+    #[inline]
+    fn event(&self, acc: &mut Self::Acc, e: Event<'_>, position: Option<usize>) {
+        if self.0.keeps(&acc.0, &e, position).is_some() {
+            acc.1 += 1;
+        }
+    }
+}
+
+/// How many events of each run match, in file order ([`EventQuery::open_counted`]).
+pub struct RunCounts(Vec<RunCount>);
+
+/// One run's matches: the plane's position in [`XSpace::planes`], the line's in its plane,
+/// the run's number among [`Line::event_runs`], and the count.
+struct RunCount {
+    plane: usize,
+    line: usize,
+    run: usize,
+    matches: usize,
 }
 
 /// One group of [`EventQuery::group_durations`].

@@ -1,6 +1,7 @@
-//! `EventQuery::open_grouped` (grouping while the reader validates, one pass) gives the groups
-//! of `EventQuery::group_durations` on an opened space, for every capture of the corpus and the
-//! repo's fixtures and for each kind of filter.
+//! `EventQuery::open_grouped` and `open_counted` (grouping / counting while the reader
+//! validates, one pass) give what `group_durations` and `page` give on an opened space, for
+//! every capture of the corpus and the repo's fixtures, a capture with chunked huge lines, and
+//! each kind of filter.
 
 use std::path::{Path, PathBuf};
 
@@ -93,4 +94,83 @@ fn open_grouped_equals_group_durations() {
             }
         }
     }
+}
+
+fn queries<'f>(
+    any: &'f (dyn Fn(&str) -> bool + Sync),
+    some: &'f (dyn Fn(&str) -> bool + Sync),
+) -> Vec<EventQuery<'f>> {
+    vec![
+        EventQuery {
+            plane: any,
+            line: any,
+            event: any,
+            start_ps: None,
+            end_ps: None,
+            min_duration_ps: None,
+            max_duration_ps: None,
+            overlap: false,
+            filter: None,
+        },
+        EventQuery {
+            plane: any,
+            line: some,
+            event: some,
+            start_ps: Some(0),
+            end_ps: Some(i64::MAX / 2),
+            min_duration_ps: Some(1),
+            max_duration_ps: Some(1_000_000_000),
+            overlap: true,
+            filter: None,
+        },
+    ]
+}
+
+fn assert_pages_agree(f: &Path) {
+    let any = |_: &str| true;
+    let some = |s: &str| s.len() < 12 || s.contains('a');
+    let space = XSpace::open(f).unwrap();
+    for q in &queries(&any, &some) {
+        let (all, _) = q.page(&space, 0, 0);
+        for (skip, max) in [
+            (0, 0),
+            (0, 1),
+            (0, 100),
+            (7, 50),
+            (all / 2, 1000),
+            (all.saturating_sub(3), 10),
+            (all + 5, 10),
+            (0, usize::MAX),
+        ] {
+            let eager = q.page(&space, skip, max);
+            let (fused, counts) = q.open_counted(f, &ReadOptions::default()).unwrap();
+            let one_pass = q.page_counted(&fused, counts, skip, max);
+            assert_eq!(eager, one_pass, "{} skip {skip} max {max}", f.display());
+        }
+    }
+}
+
+#[test]
+fn open_counted_pages_equal_page() {
+    for f in captures() {
+        assert_pages_agree(&f);
+    }
+    // A line of ~3 MB: counted and paged in ~1 MiB runs.
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("big.xplane.pb");
+    let bytes = xprof_testkit::XSpaceBuilder::new()
+        .plane("/host:CPU", |p| {
+            p.line("python", |mut l| {
+                for k in 0..120_000i64 {
+                    l = l
+                        .event(if k % 3 == 0 { "a" } else { "bb" }, k * 10, k % 7)
+                        .stat("group_id", k);
+                }
+                l
+            })
+        })
+        .to_bytes();
+    assert!(bytes.len() > 2 << 20);
+    std::fs::write(&f, bytes).unwrap();
+    assert_pages_agree(&f);
 }

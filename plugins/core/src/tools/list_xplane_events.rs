@@ -239,8 +239,13 @@ impl Tool for ListXplaneEvents {
             n => n as usize,
         };
         let skip = call.usize_or("offset", 0)?;
-        let (s, idx, space) = one_host(call)?;
-        let (matched, hits) = filter.with_query(|q| q.page(&space, skip, max));
+        let (s, idx, path) = one_host_path(call)?;
+        // Matches counted while the capture is validated; only the runs holding the page are
+        // read again.
+        let (space, counts) = filter
+            .with_query(|q| q.open_counted(&path, &Default::default()))
+            .map_err(|e| load_error(xprof_opstats::load::LoadError::from(e)))?;
+        let (matched, hits) = filter.with_query(|q| q.page_counted(&space, counts, skip, max));
         let events: Vec<Value> = hits
             .iter()
             .map(|h| {
