@@ -519,19 +519,34 @@ pub enum Durations {
 }
 
 impl Durations {
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, d: i64) {
-        match self {
+        let narrow = match self {
             Durations::Narrow(v) => match u32::try_from(d) {
-                Ok(x) => v.push(x),
-                Err(_) => {
-                    let mut w: Vec<i64> = Vec::with_capacity(v.len() * 2 + 1);
-                    w.extend(v.iter().map(|&x| x as i64));
-                    w.push(d);
-                    *self = Durations::Wide(w);
+                Ok(x) => {
+                    v.push(x);
+                    return;
                 }
+                Err(_) => true,
             },
-            Durations::Wide(v) => v.push(d),
+            Durations::Wide(v) => {
+                v.push(d);
+                false
+            }
+        };
+        if narrow {
+            self.widen(d);
+        }
+    }
+    /// The first duration that does not fit in a `u32`: switch to 8 bytes each.
+    #[cold]
+    #[inline(never)]
+    fn widen(&mut self, d: i64) {
+        if let Durations::Narrow(v) = self {
+            let mut w: Vec<i64> = Vec::with_capacity(v.len() * 2 + 1);
+            w.extend(v.iter().map(|&x| x as i64));
+            w.push(d);
+            *self = Durations::Wide(w);
         }
     }
     pub fn len(&self) -> usize {
@@ -572,7 +587,7 @@ impl RunDurations {
             groups: Vec::new(),
         }
     }
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, slot: usize, duration_ps: i64) {
         let g = &mut self.local[slot];
         if *g == 0 {
