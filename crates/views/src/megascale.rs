@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 use serde_json::{Map, json};
+use xprof_hlo::print::element_bits;
 use xprof_proto::xla::{HloInstructionProto, HloProto, ShapeProto};
 use xprof_xspace::XSpace;
 
@@ -155,29 +156,6 @@ struct InstrMeta {
     rendezvous: Option<String>,
     transfer_type: Option<String>,
     size: u64,
-}
-
-fn element_bits(t: i32) -> u64 {
-    use xprof_proto::xla::PrimitiveType as P;
-    match P::try_from(t).unwrap_or(P::Invalid) {
-        P::Pred | P::S8 | P::U8 => 8,
-        P::S1 | P::U1 => 1,
-        P::S2 | P::U2 => 2,
-        P::S4 | P::U4 | P::F4e2m1fn => 4,
-        P::S16 | P::U16 | P::F16 | P::Bf16 => 16,
-        P::S32 | P::U32 | P::F32 => 32,
-        P::S64 | P::U64 | P::F64 | P::C64 => 64,
-        P::C128 => 128,
-        P::F8e5m2
-        | P::F8e4m3
-        | P::F8e4m3fn
-        | P::F8e4m3b11fnuz
-        | P::F8e3m4
-        | P::F8e5m2fnuz
-        | P::F8e4m3fnuz
-        | P::F8e8m0fnu => 8,
-        _ => 0,
-    }
 }
 
 fn is_tuple(s: &ShapeProto) -> bool {
