@@ -1033,6 +1033,27 @@ macro_rules! export_plugin {
 pub mod testing {
     use super::*;
 
+    /// Every run directory (one holding `*.xplane.pb` files) under the repository's
+    /// `fixtures/` and the shared corpus's `fixtures/`, sorted.
+    pub fn run_dirs(manifest_dir: &str) -> Vec<PathBuf> {
+        let mut stack = vec![workspace_root(manifest_dir).join("fixtures")];
+        stack.extend(corpus(manifest_dir).map(|c| c.join("fixtures")));
+        let mut out = Vec::new();
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.to_string_lossy().ends_with(".xplane.pb") {
+                    out.push(d.clone());
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// The repository root (where `fixtures/` lives), found from a crate's manifest dir.
     pub fn workspace_root(manifest_dir: &str) -> PathBuf {
         let mut p = PathBuf::from(manifest_dir);

@@ -113,26 +113,7 @@ mod tests {
 
     /// Every run directory under the repository's fixtures and the shared corpus.
     fn run_dirs() -> Vec<PathBuf> {
-        let mut roots = vec![testing::workspace_root(env!("CARGO_MANIFEST_DIR")).join("fixtures")];
-        roots.extend(testing::corpus(env!("CARGO_MANIFEST_DIR")).map(|c| c.join("fixtures")));
-        let mut out = Vec::new();
-        let mut stack = roots;
-        while let Some(d) = stack.pop() {
-            let Ok(rd) = std::fs::read_dir(&d) else {
-                continue;
-            };
-            for e in rd.flatten() {
-                let p = e.path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else if p.to_string_lossy().ends_with(".xplane.pb") {
-                    out.push(d.clone());
-                }
-            }
-        }
-        out.sort();
-        out.dedup();
-        out
+        testing::run_dirs(env!("CARGO_MANIFEST_DIR"))
     }
 
     #[test]

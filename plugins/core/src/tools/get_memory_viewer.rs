@@ -286,22 +286,7 @@ mod memory_tool_tests {
     }
 
     fn run_dirs() -> Vec<PathBuf> {
-        let mut stack = vec![testing::workspace_root(env!("CARGO_MANIFEST_DIR")).join("fixtures")];
-        stack.extend(testing::corpus(env!("CARGO_MANIFEST_DIR")).map(|c| c.join("fixtures")));
-        let mut out = Vec::new();
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-                let p = e.path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else if p.to_string_lossy().ends_with(".xplane.pb") {
-                    out.push(d.clone());
-                }
-            }
-        }
-        out.sort();
-        out.dedup();
-        out
+        testing::run_dirs(env!("CARGO_MANIFEST_DIR"))
     }
 
     fn listing(d: &Path) -> Vec<std::ffi::OsString> {

@@ -195,28 +195,7 @@ mod views_tool_tests {
 
     /// Every run directory under the repository's fixtures and the shared corpus.
     fn run_dirs() -> Vec<std::path::PathBuf> {
-        let mut stack = vec![testing::workspace_root(env!("CARGO_MANIFEST_DIR")).join("fixtures")];
-        stack.extend(testing::corpus(env!("CARGO_MANIFEST_DIR")).map(|c| c.join("fixtures")));
-        let mut out = Vec::new();
-        while let Some(d) = stack.pop() {
-            let Ok(rd) = std::fs::read_dir(&d) else {
-                continue;
-            };
-            let mut has_capture = false;
-            for e in rd.flatten() {
-                let p = e.path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else if p.to_string_lossy().ends_with(".xplane.pb") {
-                    has_capture = true;
-                }
-            }
-            if has_capture {
-                out.push(d);
-            }
-        }
-        out.sort();
-        out
+        testing::run_dirs(env!("CARGO_MANIFEST_DIR"))
     }
 
     fn listing(d: &std::path::Path) -> Vec<(std::ffi::OsString, u64)> {
