@@ -498,6 +498,32 @@ fn line_field(l: &mut LinePart, f: &Field, buf: &[u8]) -> WireResult<()> {
     Ok(())
 }
 
+/// The error for malformed input at `l` in `source` (whose bytes are `buf`).
+fn malformed(source: &str, buf: &[u8], l: Located) -> XSpaceError {
+    XSpaceError::Malformed {
+        source_name: source.to_string(),
+        offset: l.err.offset,
+        context: l.context,
+        detail: l.err.kind.to_string(),
+        looks_like: error::sniff(buf),
+    }
+}
+
+/// The diagnostic of a plane dropped for the malformed content at `l`.
+fn skipped_plane(l: &Located) -> String {
+    format!(
+        "plane skipped: malformed at byte {} in {}: {} (the other planes were read)",
+        l.err.offset, l.context, l.err.kind
+    )
+}
+
+/// The diagnostic of a plane with `n` events whose metadata it does not define.
+fn missing_metadata(plane_name: &str, n: usize) -> String {
+    format!(
+        "plane '{plane_name}': {n} events reference event metadata ids the plane does not define (their name is empty)"
+    )
+}
+
 /// The first error in sequence order (rayon's `collect` into `Result` may return any).
 fn first_error<T>(v: Vec<Result<T, Located>>) -> Result<Vec<T>, Located> {
     v.into_iter().collect()
@@ -810,9 +836,7 @@ fn parse_plane(
     let lines = first_error(lines)?;
     let missing: usize = lines.iter().map(|(_, m)| m).sum();
     if missing > 0 {
-        diags.push(format!(
-            "plane '{plane_name}': {missing} events reference event metadata ids the plane does not define (their name is empty)"
-        ));
+        diags.push(missing_metadata(plane_name, missing));
     }
     let overflow = lines
         .iter()
@@ -907,13 +931,7 @@ impl XSpace {
         opts: &ReadOptions,
         defer: bool,
     ) -> Result<XSpace, XSpaceError> {
-        let malformed = |l: Located| XSpaceError::Malformed {
-            source_name: source.clone(),
-            offset: l.err.offset,
-            context: l.context,
-            detail: l.err.kind.to_string(),
-            looks_like: error::sniff(&buf),
-        };
+        let malformed = |l: Located| malformed(&source, &buf, l);
         let b: &[u8] = &buf;
         let mut plane_spans = Vec::new();
         let (mut errors, mut warnings, mut hostnames) = (Vec::new(), Vec::new(), Vec::new());
@@ -968,10 +986,7 @@ impl XSpace {
                 Ok(p) => planes.push(p),
                 Err(l) if !opts.strict => {
                     skipped += 1;
-                    diagnostics.push(format!(
-                        "plane skipped: malformed at byte {} in {}: {} (the other planes were read)",
-                        l.err.offset, l.context, l.err.kind
-                    ));
+                    diagnostics.push(skipped_plane(&l));
                 }
                 Err(l) => return Err(malformed(l)),
             }

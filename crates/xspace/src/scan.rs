@@ -13,7 +13,7 @@ use rayon::prelude::*;
 
 use super::{
     Backing, Ctx, Event, Line, Located, Plane, ReadOptions, XSpace, XSpaceError, check_event,
-    len_field,
+    len_field, malformed, missing_metadata, skipped_plane,
 };
 use crate::wire::Fields;
 
@@ -118,9 +118,7 @@ impl XSpace {
                 }
                 .name()
                 .to_string();
-                self.diagnostics.push(format!(
-                    "plane '{name}': {m} events reference event metadata ids the plane does not define (their name is empty)"
-                ));
+                self.diagnostics.push(missing_metadata(&name, *m));
             }
         }
         // Drop the planes that failed (an error in strict mode), as `open` does.
@@ -133,13 +131,10 @@ impl XSpace {
                     new_index[pi] = kept.len();
                     kept.push(p);
                 }
-                Some(l) if opts.strict => return Err(self.malformed(l)),
+                Some(l) if opts.strict => return Err(malformed(&self.source, &self.buf, l)),
                 Some(l) => {
                     self.skipped_planes += 1;
-                    self.diagnostics.push(format!(
-                        "plane skipped: malformed at byte {} in {}: {} (the other planes were read)",
-                        l.err.offset, l.context, l.err.kind
-                    ));
+                    self.diagnostics.push(skipped_plane(&l));
                 }
             }
         }
@@ -233,15 +228,5 @@ impl XSpace {
             p = next;
         }
         Ok((acc, missing))
-    }
-
-    fn malformed(&self, l: Located) -> XSpaceError {
-        XSpaceError::Malformed {
-            source_name: self.source.clone(),
-            offset: l.err.offset,
-            context: l.context,
-            detail: l.err.kind.to_string(),
-            looks_like: crate::error::sniff(&self.buf),
-        }
     }
 }
