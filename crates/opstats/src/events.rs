@@ -365,19 +365,21 @@ impl EventQuery<'_> {
         by_plane: bool,
         by_line: bool,
     ) -> (usize, Vec<DurationGroup<'a>>) {
+        let per_run = self.group_runs(space);
+        self.merge_groups(space, per_run, by_event, by_plane, by_line)
+    }
+
+    /// Per run of an opened space: durations per metadata slot.
+    fn group_runs(&self, space: &XSpace) -> Vec<RunDurations> {
         let (names, runs) = self.runs(space);
-        // Per run: durations per metadata slot, in a dense slot → local index table (runs are
-        // one line's events, which use few distinct names).
-        let per_run: Vec<RunDurations> = runs
-            .par_iter()
+        runs.par_iter()
             .map(|r| {
                 let pn = &names[r.plane];
                 let mut acc = RunDurations::new(pn.pos, r.line_index, pn.names.len());
                 self.scan(pn, r, |slot, _, _, dur| acc.push(slot, dur));
                 acc
             })
-            .collect();
-        self.merge_groups(space, per_run, by_event, by_plane, by_line)
+            .collect()
     }
 
     /// Open the capture at `path` and group its events as [`Self::group_durations`] does, in
@@ -391,17 +393,7 @@ impl EventQuery<'_> {
     ) -> Result<(XSpace, Vec<RunDurations>), xprof_xspace::XSpaceError> {
         if self.filter.is_some_and(|x| !x.is_trivial()) {
             let space = XSpace::open_with(path, opts)?;
-            let per_run = {
-                let (names, runs) = self.runs(&space);
-                runs.par_iter()
-                    .map(|r| {
-                        let pn = &names[r.plane];
-                        let mut acc = RunDurations::new(pn.pos, r.line_index, pn.names.len());
-                        self.scan(pn, r, |slot, _, _, dur| acc.push(slot, dur));
-                        acc
-                    })
-                    .collect()
-            };
+            let per_run = self.group_runs(&space);
             return Ok((space, per_run));
         }
         let scan = GroupScan(OpenFilters::new(self));
