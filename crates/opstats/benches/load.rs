@@ -1,58 +1,19 @@
 //! In-process benchmark of loading a capture into the engine's model (divan):
 //! `load::load_host` (open and validate the XSpace, convert the planes the engine reads, decode
-//! the HLO modules) and dropping the model. Inputs: the seed capture from the corpus, and the
-//! large captures in `$XPROF_BENCH_DATA` (default `/work/bench-data`) when present; missing
-//! ones are skipped.
+//! the HLO modules) and dropping the model, on the inputs of `common`.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{NAMES, input_files};
 
 fn main() {
     divan::main();
 }
 
-/// The `.xplane.pb` and the `.hlo_proto.pb` files of a run directory (or one file).
-fn files(path: &Path) -> Option<(PathBuf, Vec<PathBuf>)> {
-    if path.is_file() {
-        return Some((path.to_path_buf(), Vec::new()));
-    }
-    let files: Vec<PathBuf> = std::fs::read_dir(path)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    let xplane = files
-        .iter()
-        .find(|f| f.to_string_lossy().ends_with(".xplane.pb"))?
-        .clone();
-    let hlo = files
-        .into_iter()
-        .filter(|f| f.to_string_lossy().ends_with(".hlo_proto.pb"))
-        .collect();
-    Some((xplane, hlo))
-}
-
-const NAMES: &[&str] = &["seed", "jax-cpu", "x200", "jax-large"];
-
-fn input(name: &str) -> Option<(PathBuf, Vec<PathBuf>)> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let corpus = std::env::var_os("XPROF_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("../shared"));
-    let data = std::env::var_os("XPROF_BENCH_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/work/bench-data"));
-    let path = match name {
-        "seed" => corpus.join("fixtures/seed-v6e/logdir/plugins/profile/testrun"),
-        "jax-cpu" => root.join("fixtures/jax-cpu/logdir/plugins/profile/mlp_steps"),
-        "x200" => data.join("x200/plugins/profile/x200/host0.xplane.pb"),
-        _ => data.join("jax-large/logdir/plugins/profile/transformer_train"),
-    };
-    files(&path)
-}
-
 /// Open, validate and convert one host's capture (the model is dropped inside the sample).
 #[divan::bench(args = NAMES, sample_count = 20)]
 fn load_host(bencher: divan::Bencher, name: &str) {
-    let Some((xplane, hlo)) = input(name) else {
+    let Some((xplane, hlo)) = input_files(name) else {
         return;
     };
     bencher.bench(|| {

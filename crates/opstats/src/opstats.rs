@@ -91,13 +91,9 @@ impl Default for BuildOptions {
     }
 }
 
-/// Build one host's OpStats. Device planes are processed in parallel.
-pub fn build(space: &HostSpace) -> OpStats {
-    build_with(space, BuildOptions::default())
-}
-
-/// [`build`], computing only what `opts` asks for.
-pub fn build_with(space: &HostSpace, opts: BuildOptions) -> OpStats {
+/// The accelerator planes the engine reads: the TPU TensorCore planes, else the GPU planes
+/// (a capture with both is read as TPU).
+pub fn device_planes(space: &HostSpace) -> (Vec<&Plane>, Vec<&Plane>) {
     let tpu: Vec<&Plane> = space
         .planes
         .iter()
@@ -112,6 +108,17 @@ pub fn build_with(space: &HostSpace, opts: BuildOptions) -> OpStats {
     } else {
         Vec::new()
     };
+    (tpu, gpu)
+}
+
+/// Build one host's OpStats. Device planes are processed in parallel.
+pub fn build(space: &HostSpace) -> OpStats {
+    build_with(space, BuildOptions::default())
+}
+
+/// [`build`], computing only what `opts` asks for.
+pub fn build_with(space: &HostSpace, opts: BuildOptions) -> OpStats {
+    let (tpu, gpu) = device_planes(space);
     let hardware_type = if !tpu.is_empty() {
         HardwareType::Tpu
     } else if !gpu.is_empty() {
