@@ -8,23 +8,15 @@ use std::path::{Path, PathBuf};
 use xprof_opstats::events::{DurationStats, EventQuery, group_stats};
 use xprof_xspace::{ReadOptions, XSpace};
 
+/// Every capture file of the run directories under `fixtures/` and the corpus's `fixtures/`.
 fn captures() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut dirs = vec![root.join("fixtures")];
-    if let Some(c) = xprof_plugin_api::sdk::testing::corpus(env!("CARGO_MANIFEST_DIR")) {
-        dirs.push(c.join("fixtures"));
-    }
-    let mut out = Vec::new();
-    while let Some(d) = dirs.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                dirs.push(p);
-            } else if p.to_string_lossy().ends_with(".xplane.pb") {
-                out.push(p);
-            }
-        }
-    }
+    let mut out: Vec<PathBuf> =
+        xprof_plugin_api::sdk::testing::run_dirs(env!("CARGO_MANIFEST_DIR"))
+            .iter()
+            .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten())
+            .map(|e| e.path())
+            .filter(|p| p.to_string_lossy().ends_with(".xplane.pb"))
+            .collect();
     out.sort();
     out
 }
@@ -45,30 +37,7 @@ fn open_grouped_equals_group_durations() {
     let any = |_: &str| true;
     let tpu = |s: &str| s.contains("TPU") || s.contains("CPU");
     let short = |s: &str| s.len() < 12;
-    let queries: Vec<EventQuery<'_>> = vec![
-        EventQuery {
-            plane: &any,
-            line: &any,
-            event: &any,
-            start_ps: None,
-            end_ps: None,
-            min_duration_ps: None,
-            max_duration_ps: None,
-            overlap: false,
-            filter: None,
-        },
-        EventQuery {
-            plane: &tpu,
-            line: &short,
-            event: &short,
-            start_ps: Some(0),
-            end_ps: Some(i64::MAX / 2),
-            min_duration_ps: Some(1),
-            max_duration_ps: Some(1_000_000_000),
-            overlap: true,
-            filter: None,
-        },
-    ];
+    let queries = queries(&any, &tpu, &short);
     for f in &files {
         let space = XSpace::open(f).unwrap();
         for q in &queries {
@@ -96,9 +65,12 @@ fn open_grouped_equals_group_durations() {
     }
 }
 
+/// Everything, and a query with every filter kind: `plane` on plane names, `names` on line
+/// and event names, a time window and duration bounds.
 fn queries<'f>(
     any: &'f (dyn Fn(&str) -> bool + Sync),
-    some: &'f (dyn Fn(&str) -> bool + Sync),
+    plane: &'f (dyn Fn(&str) -> bool + Sync),
+    names: &'f (dyn Fn(&str) -> bool + Sync),
 ) -> Vec<EventQuery<'f>> {
     vec![
         EventQuery {
@@ -113,9 +85,9 @@ fn queries<'f>(
             filter: None,
         },
         EventQuery {
-            plane: any,
-            line: some,
-            event: some,
+            plane,
+            line: names,
+            event: names,
             start_ps: Some(0),
             end_ps: Some(i64::MAX / 2),
             min_duration_ps: Some(1),
@@ -130,7 +102,7 @@ fn assert_pages_agree(f: &Path) {
     let any = |_: &str| true;
     let some = |s: &str| s.len() < 12 || s.contains('a');
     let space = XSpace::open(f).unwrap();
-    for q in &queries(&any, &some) {
+    for q in &queries(&any, &any, &some) {
         let (all, _) = q.page(&space, 0, 0);
         for (skip, max) in [
             (0, 0),
