@@ -487,39 +487,6 @@ fn concat_runs(mut runs: Vec<Vec<Event>>) -> Vec<Event> {
     events
 }
 
-/// Convert one plane read by the lazy reader (when the space was opened with
-/// [`xprof_xspace::XSpace::open`]; [`load_host_space`] converts while validating instead).
-pub fn plane_from_reader(p: xprof_xspace::Plane<'_>) -> Plane {
-    use rayon::prelude::*;
-    let keys: KeyTable = Arc::new(reader_keys(p));
-    let (mut plane, kept) = plane_shell(p, &keys);
-    let unknown = p.num_event_metadata() as u32;
-    let reader_lines: Vec<xprof_xspace::Line<'_>> = p.lines().collect();
-    let events: Vec<Vec<Event>> = kept
-        .par_iter()
-        .map(|&i| {
-            let runs: Vec<Vec<Event>> = reader_lines[i]
-                .event_runs()
-                .into_par_iter()
-                .map(|run| {
-                    let mut r = RunEvents::new(keys.clone(), unknown);
-                    r.events.reserve_exact(run.len());
-                    for e in run {
-                        let pos = p.event_metadata_position(e.metadata_id());
-                        r.event(e, pos);
-                    }
-                    r.finish()
-                })
-                .collect();
-            concat_runs(runs)
-        })
-        .collect();
-    for (line, events) in plane.lines.iter_mut().zip(events) {
-        line.events = events;
-    }
-    plane
-}
-
 /// What [`load_host_space`] does with each run of events while the reader validates them.
 struct Convert {
     /// Per plane (by its index in the file): the stat key table, built by the first run.
@@ -657,37 +624,6 @@ pub(crate) fn host_model(
         warnings: space.warnings().into_iter().map(str::to_string).collect(),
         modules,
     }
-}
-
-/// One host's model from the lazy reader (planes converted in parallel).
-pub fn host_space_from_reader(
-    host: &str,
-    space: &xprof_xspace::XSpace,
-    extra_modules: Vec<HloModuleInfo>,
-) -> HostSpace {
-    use rayon::prelude::*;
-    let planes: Vec<xprof_xspace::Plane<'_>> = space
-        .planes()
-        .filter(|p| engine_reads_plane(p.name()))
-        .collect();
-    // Planes and the embedded HLO modules (decoded and printed) are independent.
-    let (planes, infos): (Vec<Plane>, Vec<HloModuleInfo>) = rayon::join(
-        || planes.into_par_iter().map(plane_from_reader).collect(),
-        || embedded_module_infos(space),
-    );
-    host_model(host, space, planes, infos, extra_modules)
-}
-
-/// [`host_space_from_reader`] for a space from [`load_host_space`]: only the HLO modules are
-/// left to decode.
-pub fn host_space_from_converted(
-    host: &str,
-    space: &xprof_xspace::XSpace,
-    planes: Vec<Plane>,
-    extra_modules: Vec<HloModuleInfo>,
-) -> HostSpace {
-    let infos = embedded_module_infos(space);
-    host_model(host, space, planes, infos, extra_modules)
 }
 
 #[cfg(test)]
