@@ -10,11 +10,20 @@ use crate::common::{load_error, selected_hosts, session, with_capture};
 pub struct ListXplaneEvents;
 register_tool!(ListXplaneEvents);
 
+/// A name filter: an unanchored regex, or none when the argument matches every name.
+pub struct NameRegex(Option<Regex>);
+
+impl NameRegex {
+    pub fn is_match(&self, s: &str) -> bool {
+        self.0.as_ref().is_none_or(|re| re.is_match(s))
+    }
+}
+
 /// Filters shared by the event tools.
 pub struct EventFilter {
-    pub plane: Regex,
-    pub line: Regex,
-    pub event: Regex,
+    pub plane: NameRegex,
+    pub line: NameRegex,
+    pub event: NameRegex,
     pub start_ps: Option<i64>,
     pub end_ps: Option<i64>,
     pub min_dur: Option<i64>,
@@ -50,9 +59,14 @@ fn filter_arg(call: &Call) -> Result<Option<Filter>, ToolError> {
     Ok((!f.is_trivial()).then_some(f))
 }
 
-fn regex_arg(call: &Call, name: &str) -> Result<Regex, ToolError> {
+fn regex_arg(call: &Call, name: &str) -> Result<NameRegex, ToolError> {
     let s = call.str_or(name, ".*")?;
-    Regex::new(&s).map_err(|e| {
+    // The default (and the empty pattern) match every name: not compiling them saves a
+    // regex build per filter (a fifth of a small call's instructions for three of them).
+    if s.is_empty() || s == ".*" {
+        return Ok(NameRegex(None));
+    }
+    Regex::new(&s).map(|re| NameRegex(Some(re))).map_err(|e| {
         ToolError::invalid(format!("argument `{name}` is not a valid regex: {e}")).with_hint(
             format!("pass --{name} with a Rust/RE2-style regular expression, e.g. 'XLA Ops'"),
         )
