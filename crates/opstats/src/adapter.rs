@@ -10,8 +10,8 @@ use xprof_proto::xla::HloProto;
 use xprof_proto::xplane::{XPlane, XSpace, XStat, x_event, x_stat};
 
 use crate::model::{
-    Event, EventMetadata, HloInstr, HloModuleInfo, HostSpace, Line, Plane, StatKey, StatValue,
-    Stats,
+    Event, EventMetadata, HloInstr, HloModuleInfo, HostSpace, Line, Plane, StatChunk, StatKey,
+    StatValue, Stats,
 };
 
 /// Per-plane resolution of stat ids to keys and of ref values to shared strings.
@@ -35,7 +35,7 @@ impl<'a> StatResolver<'a> {
         }
     }
 
-    fn resolve(&mut self, stats: &[XStat]) -> Stats {
+    fn resolve(&mut self, stats: &[XStat]) -> Vec<(StatKey, StatValue)> {
         let mut out = Vec::new();
         for s in stats {
             let Some(&key) = self.keys.get(&s.metadata_id) else {
@@ -70,7 +70,7 @@ impl<'a> StatResolver<'a> {
             };
             out.push((key, value));
         }
-        Stats::from(out)
+        out
     }
 }
 
@@ -85,7 +85,7 @@ pub fn plane_from_proto(p: &XPlane) -> Plane {
             id: *id,
             name: m.name.clone(),
             display_name: m.display_name.clone(),
-            stats: r.resolve(&m.stats),
+            stats: Stats::from(r.resolve(&m.stats)),
             children: Vec::new(),
         });
     }
@@ -119,12 +119,15 @@ pub fn plane_from_proto(p: &XPlane) -> Plane {
                         Some(x_event::Data::NumOccurrences(n)) => (0, n),
                         None => (0, 0),
                     };
+                    let mut stats = r.resolve(&e.stats);
+                    if occ != 0 {
+                        stats.push((StatKey::NumOccurrences, StatValue::Int(occ)));
+                    }
                     Event {
                         metadata: index.get(&e.metadata_id).copied().unwrap_or(unknown),
                         start_ps: l.timestamp_ns.saturating_mul(1000).saturating_add(offset),
                         duration_ps: e.duration_ps,
-                        num_occurrences: occ,
-                        stats: r.resolve(&e.stats),
+                        stats: Stats::from(stats),
                     }
                 })
                 .collect(),
@@ -135,7 +138,7 @@ pub fn plane_from_proto(p: &XPlane) -> Plane {
         name: p.name.clone(),
         lines,
         metadata,
-        stats: r.resolve(&p.stats),
+        stats: Stats::from(r.resolve(&p.stats)),
     }
 }
 
@@ -299,12 +302,13 @@ struct RunEvents {
     /// Index of the empty metadata appended to the plane's (events naming unknown metadata).
     unknown: u32,
     events: Vec<Event>,
-    stats: Vec<(StatKey, StatValue)>,
-    /// `ref_value`s resolved, each once per run.
-    refs: HashMap<u64, Arc<str>, FastHash>,
-    /// String values already seen: events repeat the same few (`hlo_op`, `hlo_module`,
-    /// `tf_op` …) millions of times, so each distinct string is allocated once per run.
-    strs: std::collections::HashSet<Arc<str>, FastHash>,
+    stats: StatChunk,
+    /// `ref_value`s resolved, each once per run: their index in `stats`' string table.
+    refs: HashMap<u64, u32, FastHash>,
+    /// String values already in `stats`' string table: events repeat the same few (`hlo_op`,
+    /// `hlo_module`, `tf_op` …) millions of times, so each distinct string is stored once per
+    /// run and the stats refer to it by index.
+    strs: HashMap<Arc<str>, u32, FastHash>,
 }
 
 impl RunEvents {
@@ -313,10 +317,66 @@ impl RunEvents {
             keys,
             unknown,
             events: Vec::new(),
-            stats: Vec::new(),
+            stats: StatChunk::default(),
             refs: HashMap::default(),
-            strs: Default::default(),
+            strs: HashMap::default(),
         }
+    }
+
+    /// The index of `s` in the run's string table, added on first sight.
+    fn intern(&mut self, s: &str) -> u32 {
+        if let Some(&i) = self.strs.get(s) {
+            return i;
+        }
+        let a: Arc<str> = Arc::from(s);
+        let i = self.stats.add_str(a.clone());
+        self.strs.insert(a, i);
+        i
+    }
+
+    /// Resolve `stats` into the run's stat storage.
+    fn append<'a>(
+        &mut self,
+        plane: xprof_xspace::Plane<'a>,
+        stats: impl Iterator<Item = xprof_xspace::Stat<'a>>,
+    ) {
+        use xprof_xspace::StatValue as V;
+        for s in stats {
+            let Some(key) = self.keys.get(s.metadata_id) else {
+                continue;
+            };
+            match s.value {
+                V::Double(d) => self.stats.push(key, StatValue::Double(d)),
+                V::Uint(u) => self.stats.push(key, StatValue::Uint(u)),
+                V::Int(i) => self.stats.push(key, StatValue::Int(i)),
+                V::Str(x) => {
+                    let i = self.intern(x);
+                    self.stats.push_str_at(key, i);
+                }
+                V::Bytes(b) => self.stats.push(key, StatValue::Bytes(Arc::from(b))),
+                V::Ref(r) => {
+                    let i = match self.refs.get(&r) {
+                        Some(&i) => i,
+                        None => {
+                            let i = self.intern(plane.stat_name(r as i64).unwrap_or(""));
+                            self.refs.insert(r, i);
+                            i
+                        }
+                    };
+                    self.stats.push_str_at(key, i);
+                }
+                V::None | V::CompressedStr(_) => {}
+            }
+        }
+    }
+
+    /// The stats stored from `start` on, as a range of the (not yet shared) storage.
+    fn since(&self, start: usize) -> Stats {
+        let len = self.stats.len() - start;
+        Stats::pending(
+            u32::try_from(start).expect("fewer than 2^32 stats per run"),
+            len as u32,
+        )
     }
 
     /// Resolve `stats` into the run's stat storage; returns the range they occupy.
@@ -325,52 +385,27 @@ impl RunEvents {
         plane: xprof_xspace::Plane<'a>,
         stats: impl Iterator<Item = xprof_xspace::Stat<'a>>,
     ) -> Stats {
-        use xprof_xspace::StatValue as V;
         let start = self.stats.len();
-        for s in stats {
-            let Some(key) = self.keys.get(s.metadata_id) else {
-                continue;
-            };
-            let value = match s.value {
-                V::Double(d) => StatValue::Double(d),
-                V::Uint(u) => StatValue::Uint(u),
-                V::Int(i) => StatValue::Int(i),
-                V::Str(x) => StatValue::Str(match self.strs.get(x) {
-                    Some(a) => a.clone(),
-                    None => {
-                        let a: Arc<str> = Arc::from(x);
-                        self.strs.insert(a.clone());
-                        a
-                    }
-                }),
-                V::Bytes(b) => StatValue::Bytes(Arc::from(b)),
-                V::Ref(r) => StatValue::Str(
-                    self.refs
-                        .entry(r)
-                        .or_insert_with(|| Arc::from(plane.stat_name(r as i64).unwrap_or("")))
-                        .clone(),
-                ),
-                V::None | V::CompressedStr(_) => continue,
-            };
-            self.stats.push((key, value));
-        }
-        let len = self.stats.len() - start;
-        Stats::pending(
-            u32::try_from(start).expect("fewer than 2^32 stats per run"),
-            len as u32,
-        )
+        self.append(plane, stats);
+        self.since(start)
     }
 
     /// Convert one event (`metadata_position`: [`xprof_xspace::Plane::event_metadata_position`]
     /// of its metadata id).
     #[inline]
     fn event(&mut self, e: xprof_xspace::Event<'_>, metadata_position: Option<usize>) {
-        let stats = self.resolve(e.plane(), e.stats());
+        let start = self.stats.len();
+        self.append(e.plane(), e.stats());
+        let occurrences = e.num_occurrences();
+        if occurrences != 0 {
+            self.stats
+                .push(StatKey::NumOccurrences, StatValue::Int(occurrences));
+        }
+        let stats = self.since(start);
         self.events.push(Event {
             metadata: metadata_position.map_or(self.unknown, |p| p as u32),
             start_ps: e.start_ps(),
             duration_ps: e.duration_ps(),
-            num_occurrences: e.num_occurrences(),
             stats,
         });
     }

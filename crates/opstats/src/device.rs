@@ -112,7 +112,7 @@ pub fn sparse_core_dbs(plane: &Plane) -> HashMap<(u64, u64), OpMetricsDb> {
                 return;
             }
             let mut op = op_from_metadata(plane, e);
-            op.occurrences = (e.num_occurrences.max(1)) as u64;
+            op.occurrences = e.num_occurrences().max(1) as u64;
             op.time_ps = dur;
             op.self_time_ps = dur.saturating_sub(children);
             op.min_time_ps = e.duration_ps.max(0) as u64;
@@ -292,7 +292,7 @@ fn tensor_core_op(
         return None;
     }
     let mut op = op_from_metadata(plane, e);
-    op.occurrences = (e.num_occurrences.max(1)) as u64;
+    op.occurrences = e.num_occurrences().max(1) as u64;
     op.time_ps = dur;
     op.self_time_ps = match e.stats.u64(StatKey::SelfDurationPs) {
         Some(s) => s,
@@ -1034,7 +1034,6 @@ mod tests {
             start_ps: start,
             duration_ps: dur,
             stats: s,
-            ..Default::default()
         }
     }
 

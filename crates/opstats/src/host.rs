@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use crate::device::hlo_category;
 use crate::metrics::{CoreType, DbCombiner, NamedDbBuilder, OpMetrics, OpMetricsDb};
-use crate::model::{HloModuleInfo, Line, Plane, StatKey, StatValue};
+use crate::model::{HloModuleInfo, Line, Plane, StatKey, StatRef};
 use crate::nesting::{Span, nest};
 use crate::tfop::{TfOpCategory, parse_tf_op};
 
@@ -188,9 +188,9 @@ pub fn host_xla_op_db(plane: &Plane, modules: &HashMap<u64, HloModuleInfo>) -> O
                     _ => {}
                 }
             }
-            let op_name = op.and_then(StatValue::as_str).unwrap_or_default();
-            let module = module.and_then(StatValue::as_str);
-            let pid = match (program.and_then(StatValue::as_u64), module) {
+            let op_name = op.and_then(StatRef::as_str).unwrap_or_default();
+            let module = module.and_then(StatRef::as_str);
+            let pid = match (program.and_then(StatRef::as_u64), module) {
                 (Some(p), _) => p,
                 (None, Some(m)) => match last_module {
                     Some((name, pid)) if name == m => pid,
@@ -236,7 +236,6 @@ mod tests {
             start_ps: start,
             duration_ps: dur,
             stats: Stats::from(stats),
-            ..Default::default()
         }
     }
 

@@ -79,6 +79,10 @@ pub enum StatKey {
     // Task environment.
     ProfileStartTime,
     ProfileStopTime,
+    /// Not a stat: an aggregated XEvent's `num_occurrences` (its `data` instead of an offset).
+    /// Only aggregated events have one, so it is kept among their stats rather than in every
+    /// [`Event`] (8 bytes each); no stat name maps to it.
+    NumOccurrences,
 }
 
 impl StatKey {
@@ -146,7 +150,8 @@ impl StatKey {
     }
 }
 
-/// A stat value with XProf's accessor semantics.
+/// A stat value with XProf's accessor semantics, owned: what hand-built stats are made of
+/// ([`Stats::from`], [`Stats::push`]). Stored stats are read back as [`StatRef`]s.
 #[derive(Clone, Debug, PartialEq)]
 pub enum StatValue {
     Int(i64),
@@ -158,63 +163,223 @@ pub enum StatValue {
 }
 
 impl StatValue {
+    /// The value borrowed, with the accessors of [`StatRef`].
+    pub fn as_ref(&self) -> StatRef<'_> {
+        match self {
+            StatValue::Int(v) => StatRef::Int(*v),
+            StatValue::Uint(v) => StatRef::Uint(*v),
+            StatValue::Double(v) => StatRef::Double(*v),
+            StatValue::Str(s) => StatRef::Str(s),
+            StatValue::Bytes(b) => StatRef::Bytes(b),
+        }
+    }
+    /// [`StatRef::as_u64`].
+    pub fn as_u64(&self) -> Option<u64> {
+        self.as_ref().as_u64()
+    }
+    /// [`StatRef::as_i64`].
+    pub fn as_i64(&self) -> Option<i64> {
+        self.as_ref().as_i64()
+    }
+    /// [`StatRef::as_f64`].
+    pub fn as_f64(&self) -> Option<f64> {
+        self.as_ref().as_f64()
+    }
+    pub fn as_str(&self) -> Option<&str> {
+        self.as_ref().as_str()
+    }
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        self.as_ref().as_bytes()
+    }
+}
+
+/// A stat value borrowed from its [`Stats`], with XProf's accessor semantics.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum StatRef<'a> {
+    Int(i64),
+    Uint(u64),
+    Double(f64),
+    /// `str_value`, or a `ref_value` already resolved through the plane's stat metadata.
+    Str(&'a str),
+    Bytes(&'a [u8]),
+}
+
+impl<'a> StatRef<'a> {
     /// `IntOrUintValue`: integers as u64 (two's complement for negative int64, like XProf's
     /// cast); doubles truncated.
-    pub fn as_u64(&self) -> Option<u64> {
+    pub fn as_u64(self) -> Option<u64> {
         match self {
-            StatValue::Int(v) => Some(*v as u64),
-            StatValue::Uint(v) => Some(*v),
-            StatValue::Double(v) => Some(*v as u64),
+            StatRef::Int(v) => Some(v as u64),
+            StatRef::Uint(v) => Some(v),
+            StatRef::Double(v) => Some(v as u64),
             _ => None,
         }
     }
-    pub fn as_i64(&self) -> Option<i64> {
+    pub fn as_i64(self) -> Option<i64> {
         match self {
-            StatValue::Int(v) => Some(*v),
-            StatValue::Uint(v) => Some(*v as i64),
-            StatValue::Double(v) => Some(*v as i64),
+            StatRef::Int(v) => Some(v),
+            StatRef::Uint(v) => Some(v as i64),
+            StatRef::Double(v) => Some(v as i64),
             _ => None,
         }
     }
     /// `DoubleValue`, accepting integers too.
-    pub fn as_f64(&self) -> Option<f64> {
+    pub fn as_f64(self) -> Option<f64> {
         match self {
-            StatValue::Int(v) => Some(*v as f64),
-            StatValue::Uint(v) => Some(*v as f64),
-            StatValue::Double(v) => Some(*v),
+            StatRef::Int(v) => Some(v as f64),
+            StatRef::Uint(v) => Some(v as f64),
+            StatRef::Double(v) => Some(v),
             _ => None,
         }
     }
-    pub fn as_str(&self) -> Option<&str> {
+    pub fn as_str(self) -> Option<&'a str> {
         match self {
-            StatValue::Str(s) => Some(s),
+            StatRef::Str(s) => Some(s),
             _ => None,
         }
     }
-    pub fn as_bytes(&self) -> Option<&[u8]> {
+    pub fn as_bytes(self) -> Option<&'a [u8]> {
         match self {
-            StatValue::Bytes(b) => Some(b),
+            StatRef::Bytes(b) => Some(b),
             _ => None,
         }
     }
+    /// The value owned (strings and bytes copied).
+    pub fn to_owned_value(self) -> StatValue {
+        match self {
+            StatRef::Int(v) => StatValue::Int(v),
+            StatRef::Uint(v) => StatValue::Uint(v),
+            StatRef::Double(v) => StatValue::Double(v),
+            StatRef::Str(s) => StatValue::Str(s.into()),
+            StatRef::Bytes(b) => StatValue::Bytes(b.into()),
+        }
+    }
+}
+
+/// One stored stat: 16 bytes, where a `(StatKey, StatValue)` takes 32. The key sits beside
+/// the variant's tag, and strings and bytes are indices into the chunk's tables instead of
+/// fat pointers (a capture's millions of string stats repeat a few distinct values).
+#[derive(Clone, Copy, Debug)]
+enum Entry {
+    Int(StatKey, i64),
+    Uint(StatKey, u64),
+    Double(StatKey, f64),
+    /// Index into [`StatChunk::strs`].
+    Str(StatKey, u32),
+    /// Index into [`StatChunk::blobs`].
+    Bytes(StatKey, u32),
+}
+
+const _: () = assert!(std::mem::size_of::<Entry>() == 16);
+
+impl Entry {
+    fn key(&self) -> StatKey {
+        match *self {
+            Entry::Int(k, _)
+            | Entry::Uint(k, _)
+            | Entry::Double(k, _)
+            | Entry::Str(k, _)
+            | Entry::Bytes(k, _) => k,
+        }
+    }
+}
+
+/// The storage [`Stats`] are ranges of: the stats of a run of events (or of a plane's
+/// metadata, or one hand-built list), with the strings and bytes they refer to.
+#[derive(Clone, Default)]
+pub(crate) struct StatChunk {
+    entries: Vec<Entry>,
+    strs: Vec<Arc<str>>,
+    blobs: Vec<Arc<[u8]>>,
+}
+
+impl StatChunk {
+    /// Stats stored so far.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+    /// Append a stat (strings and bytes get a table slot of their own).
+    pub(crate) fn push(&mut self, key: StatKey, value: StatValue) {
+        let entry = match value {
+            StatValue::Int(v) => Entry::Int(key, v),
+            StatValue::Uint(v) => Entry::Uint(key, v),
+            StatValue::Double(v) => Entry::Double(key, v),
+            StatValue::Str(s) => Entry::Str(key, self.add_str(s)),
+            StatValue::Bytes(b) => {
+                let i = table_index(self.blobs.len());
+                self.blobs.push(b);
+                Entry::Bytes(key, i)
+            }
+        };
+        self.entries.push(entry);
+    }
+    /// Add a string to the table, for [`StatChunk::push_str_at`]; returns its index.
+    pub(crate) fn add_str(&mut self, s: Arc<str>) -> u32 {
+        let i = table_index(self.strs.len());
+        self.strs.push(s);
+        i
+    }
+    /// Append a string stat whose value is already in the table ([`StatChunk::add_str`]), so
+    /// stats repeating a string share one slot.
+    pub(crate) fn push_str_at(&mut self, key: StatKey, index: u32) {
+        debug_assert!((index as usize) < self.strs.len());
+        self.entries.push(Entry::Str(key, index));
+    }
+    /// Reserve room for `additional` more stats.
+    pub(crate) fn reserve(&mut self, additional: usize) {
+        self.entries.reserve(additional);
+    }
+    /// Release unused capacity (the chunk is complete).
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.entries.shrink_to_fit();
+        self.strs.shrink_to_fit();
+        self.blobs.shrink_to_fit();
+    }
+    /// The value of `e` owned (strings and bytes shared, not copied).
+    fn value(&self, e: &Entry) -> StatValue {
+        match *e {
+            Entry::Int(_, v) => StatValue::Int(v),
+            Entry::Uint(_, v) => StatValue::Uint(v),
+            Entry::Double(_, v) => StatValue::Double(v),
+            Entry::Str(_, i) => StatValue::Str(self.strs[i as usize].clone()),
+            Entry::Bytes(_, i) => StatValue::Bytes(self.blobs[i as usize].clone()),
+        }
+    }
+    fn view(&self, e: &Entry) -> (StatKey, StatRef<'_>) {
+        match *e {
+            Entry::Int(k, v) => (k, StatRef::Int(v)),
+            Entry::Uint(k, v) => (k, StatRef::Uint(v)),
+            Entry::Double(k, v) => (k, StatRef::Double(v)),
+            Entry::Str(k, i) => (k, StatRef::Str(&self.strs[i as usize])),
+            Entry::Bytes(k, i) => (k, StatRef::Bytes(&self.blobs[i as usize])),
+        }
+    }
+}
+
+/// A table index: a chunk holds fewer than 2^32 stats, so fewer strings or byte values.
+fn table_index(len: usize) -> u32 {
+    u32::try_from(len).expect("fewer than 2^32 values per stat chunk")
 }
 
 /// A small list of resolved stats (events carry a handful, so a list beats a map).
 ///
 /// The entries live in a shared chunk: the adapter stores all stats of a run of events in one
-/// vector and each event's `Stats` is a range of it, so converting a capture makes one
+/// chunk and each event's `Stats` is a range of it, so converting a capture makes one
 /// allocation per run instead of one per event, and an event is 16 bytes smaller. A list
 /// built by hand ([`Stats::from`], [`Stats::push`]) owns its chunk.
 #[derive(Clone, Default)]
 pub struct Stats {
-    chunk: Option<Arc<Vec<(StatKey, StatValue)>>>,
+    chunk: Option<Arc<StatChunk>>,
     start: u32,
     len: u32,
 }
 
 impl Stats {
     /// `len` entries of `chunk` from `start` (the adapter's per-run storage).
-    pub(crate) fn in_chunk(chunk: &Arc<Vec<(StatKey, StatValue)>>, start: u32, len: u32) -> Self {
+    pub(crate) fn in_chunk(chunk: &Arc<StatChunk>, start: u32, len: u32) -> Self {
         debug_assert!(start as usize + len as usize <= chunk.len());
         Stats {
             chunk: (len > 0).then(|| chunk.clone()),
@@ -234,39 +399,44 @@ impl Stats {
     pub(crate) fn range(&self) -> (u32, u32) {
         (self.start, self.len)
     }
-    /// The entries, in file order.
-    pub fn as_slice(&self) -> &[(StatKey, StatValue)] {
+    fn entries(&self) -> &[Entry] {
         match &self.chunk {
-            Some(c) => &c[self.start as usize..self.start as usize + self.len as usize],
+            Some(c) => &c.entries[self.start as usize..self.start as usize + self.len as usize],
             None => &[],
         }
     }
-    pub fn iter(&self) -> std::slice::Iter<'_, (StatKey, StatValue)> {
-        self.as_slice().iter()
+    /// The stats, in file order.
+    pub fn iter(&self) -> StatsIter<'_> {
+        StatsIter {
+            chunk: self.chunk.as_deref(),
+            entries: self.entries().iter(),
+        }
     }
     pub fn len(&self) -> usize {
-        self.as_slice().len()
+        self.entries().len()
     }
     pub fn is_empty(&self) -> bool {
-        self.as_slice().is_empty()
+        self.entries().is_empty()
     }
-    pub fn get(&self, key: StatKey) -> Option<&StatValue> {
-        self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+    /// The first stat with `key`.
+    pub fn get(&self, key: StatKey) -> Option<StatRef<'_>> {
+        let e = self.entries().iter().find(|e| e.key() == key)?;
+        Some(self.chunk.as_deref()?.view(e).1)
     }
     pub fn u64(&self, key: StatKey) -> Option<u64> {
-        self.get(key).and_then(StatValue::as_u64)
+        self.get(key).and_then(StatRef::as_u64)
     }
     pub fn i64(&self, key: StatKey) -> Option<i64> {
-        self.get(key).and_then(StatValue::as_i64)
+        self.get(key).and_then(StatRef::as_i64)
     }
     pub fn f64(&self, key: StatKey) -> Option<f64> {
-        self.get(key).and_then(StatValue::as_f64)
+        self.get(key).and_then(StatRef::as_f64)
     }
     pub fn str(&self, key: StatKey) -> Option<&str> {
-        self.get(key).and_then(StatValue::as_str)
+        self.get(key).and_then(StatRef::as_str)
     }
     pub fn has(&self, key: StatKey) -> bool {
-        self.get(key).is_some()
+        self.entries().iter().any(|e| e.key() == key)
     }
     pub fn push(&mut self, key: StatKey, value: StatValue) {
         let end = self.start as usize + self.len as usize;
@@ -275,36 +445,70 @@ impl Stats {
             && c.len() == end
             && self.len < u32::MAX
         {
-            c.push((key, value));
+            c.push(key, value);
             self.len += 1;
             return;
         }
-        let mut v = self.as_slice().to_vec();
-        v.push((key, value));
-        *self = Stats::from(v);
+        let mut own = StatChunk::default();
+        if let Some(c) = &self.chunk {
+            for e in self.entries() {
+                own.push(e.key(), c.value(e));
+            }
+        }
+        own.push(key, value);
+        *self = Stats::whole(own);
     }
-}
-
-impl From<Vec<(StatKey, StatValue)>> for Stats {
-    fn from(v: Vec<(StatKey, StatValue)>) -> Self {
-        let len = u32::try_from(v.len()).expect("fewer than 2^32 stats");
+    /// A list owning all of `chunk`.
+    fn whole(chunk: StatChunk) -> Self {
+        let len = u32::try_from(chunk.len()).expect("fewer than 2^32 stats");
         Stats {
-            chunk: (len > 0).then(|| Arc::new(v)),
+            chunk: (len > 0).then(|| Arc::new(chunk)),
             start: 0,
             len,
         }
     }
 }
 
+/// [`Stats::iter`]: `(key, value)` in file order.
+#[derive(Clone)]
+pub struct StatsIter<'a> {
+    chunk: Option<&'a StatChunk>,
+    entries: std::slice::Iter<'a, Entry>,
+}
+
+impl<'a> Iterator for StatsIter<'a> {
+    type Item = (StatKey, StatRef<'a>);
+    fn next(&mut self) -> Option<Self::Item> {
+        let e = self.entries.next()?;
+        Some(self.chunk?.view(e))
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.entries.size_hint()
+    }
+}
+
+impl ExactSizeIterator for StatsIter<'_> {}
+
+impl From<Vec<(StatKey, StatValue)>> for Stats {
+    fn from(v: Vec<(StatKey, StatValue)>) -> Self {
+        let mut chunk = StatChunk::default();
+        chunk.reserve(v.len());
+        for (k, value) in v {
+            chunk.push(k, value);
+        }
+        Stats::whole(chunk)
+    }
+}
+
 impl PartialEq for Stats {
     fn eq(&self, other: &Self) -> bool {
-        self.as_slice() == other.as_slice()
+        self.iter().eq(other.iter())
     }
 }
 
 impl std::fmt::Debug for Stats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.as_slice()).finish()
+        f.debug_list().entries(self.iter()).finish()
     }
 }
 
@@ -326,12 +530,18 @@ pub struct Event {
     pub metadata: u32,
     pub start_ps: i64,
     pub duration_ps: i64,
-    /// `num_occurrences` of an aggregated event (0 for an ordinary one).
-    pub num_occurrences: i64,
+    /// The event's stats; an aggregated event's `num_occurrences` is among them
+    /// ([`StatKey::NumOccurrences`], [`Event::num_occurrences`]).
     pub stats: Stats,
 }
 
+const _: () = assert!(std::mem::size_of::<Event>() == 40);
+
 impl Event {
+    /// `num_occurrences` of an aggregated event (0 for an ordinary one).
+    pub fn num_occurrences(&self) -> i64 {
+        self.stats.i64(StatKey::NumOccurrences).unwrap_or(0)
+    }
     pub fn end_ps(&self) -> i64 {
         self.start_ps.saturating_add(self.duration_ps)
     }
