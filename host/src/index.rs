@@ -1,57 +1,129 @@
-//! The registry index: which plugin file serves each tool, so that a tool call loads only that
-//! plugin instead of all of them.
+//! The registry index: which plugin file serves each tool, and that tool's descriptor, so that
+//! a tool call loads only that plugin and asks it for nothing but the call.
 //!
 //! Loading a plugin (dlopen, abi_stable's layout check, building its descriptors) is most of
-//! what a small tool call costs, and a call needs one plugin. After a full load the host writes
-//! the outcome — every callable name (tools and aliases) with the canonical name it resolves to
-//! and the file of the plugin that won it under the precedence rules, plus the refusals — to a
-//! small per-user file next to the result cache (`<cache dir>/registry/<hash of the search
-//! path>.json`), guarded by a manifest (module `cache::manifest`) of the plugin directories
-//! (their listings), the plugin files and the `xprof` executable itself. A tool call whose name
-//! the index knows then loads that one file; if the manifest no longer matches the disk, the
-//! file is missing or unreadable, the name is unknown, or the one plugin does not load or does
-//! not resolve the name the same way, the host falls back to the full load (which rewrites a
-//! stale index).
+//! what a small tool call costs, and a call needs one plugin and one of its tools. After a full
+//! load the host writes the outcome — every callable name (tools and aliases) with the
+//! canonical name it resolves to and the plugin that won it under the precedence rules; for
+//! every plugin its file, name and tool count; for every tool its descriptor as registered
+//! (`ToolEntry::descriptor`: the schema and examples are the plugin's own text); and the
+//! refusals — to a small per-user file next to the result cache (`<cache dir>/registry/<hash of
+//! the search path>.json`), guarded by a manifest (module `cache::manifest`) of the plugin
+//! directories (their listings), the plugin files and the `xprof` executable itself. A tool
+//! call whose name the index knows then opens that one file, reads and checks its `abi_info()`
+//! as the full load does (protocol, first-party trust), and registers the one tool from its
+//! recorded descriptor, without calling `descriptors()` (which builds and serialises every
+//! tool's schema and examples) or parsing the other tools' descriptors. If the manifest no
+//! longer matches the disk, the file is missing or unreadable, the name is unknown, the plugin
+//! is refused or is no longer the recorded one, or the recorded descriptor does not resolve the
+//! name to the same tool, the host falls back to the full load (which rewrites a stale index).
+//!
+//! The file is a line of JSON holding the header (everything but the names and descriptors), a
+//! line holding the JSON object of the names, then the descriptors, each on its own line, at
+//! the byte ranges the names' entries give. A call parses the small header, picks its name's
+//! entry out of the names without building the others, and parses the one descriptor.
 //!
 //! The index is independent of the result cache: `--no_cache` and a TTL of 0 turn off result
 //! caching, not the index. Failing to read or write it is silent (it is only an optimisation).
 //! Because the recorded files passed abi_stable's layout check against this very executable
 //! and neither has changed since (the manifest says so), the one plugin is opened without
-//! repeating that check.
+//! repeating that check; for the same reason its descriptors are those it sent then (they are
+//! a function of the plugin file, which the cache's registry snapshot relies on as well).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::cache::{cache_dir, manifest, manifest_matches};
-use crate::registry::{DirOrigin, Discovery, LayoutCheck, Registry};
+use crate::registry::{DirOrigin, Discovery, LayoutCheck, Recorded, Registry};
 
 /// Bump when the file's layout or meaning changes.
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
+/// The first line of the file.
 #[derive(Serialize, Deserialize)]
-struct IndexFile {
+struct Header {
     version: u32,
     /// The plugin search path this index describes (directories with their origin).
     dirs: String,
     /// The manifest of the plugin directories, plugin files and the executable.
     manifest: Value,
-    /// The plugins that loaded: `[path, origin label, plugin name]`.
-    plugins: Vec<(String, String, String)>,
-    /// Every callable name → `(canonical tool name, index into plugins)`.
-    tools: BTreeMap<String, (String, usize)>,
+    /// The plugins that loaded.
+    plugins: Vec<PluginRecord>,
     /// The plugin files that were refused: `[path, one-line reason]`.
     refused: Vec<(String, String)>,
 }
 
+/// One plugin that loaded.
+#[derive(Serialize, Deserialize)]
+struct PluginRecord {
+    path: String,
+    /// Its directory's origin ([`DirOrigin::label`]).
+    origin: String,
+    /// The name its `abi_info()` gave.
+    name: String,
+    /// How many tools it registered.
+    tool_count: usize,
+    /// The byte range, in the descriptors' text (after the names' line), of the descriptors
+    /// of the tools it serves in the registry. A tool's descriptor must lie inside the range
+    /// of the plugin the index assigns the tool to: a call registers a tool with the plugin
+    /// it was recorded for, or not at all.
+    descriptors: (usize, usize),
+}
+
+/// The second line of the file maps every callable name (tools and aliases) to this.
+#[derive(Serialize, Deserialize)]
+struct NameEntry {
+    /// The canonical tool name it resolves to.
+    tool: String,
+    /// Index into [`Header::plugins`]: the plugin serving it.
+    plugin: usize,
+    /// The byte range of the tool's descriptor in the descriptors' text.
+    descriptor: (usize, usize),
+}
+
+/// A read index: the header and the file's bytes, whose names' line is `names` and whose
+/// descriptors' text starts at `body`.
+struct IndexFile {
+    header: Header,
+    bytes: Vec<u8>,
+    names: std::ops::Range<usize>,
+    body: usize,
+}
+
+impl IndexFile {
+    /// The entry of `name`, if the index lists it.
+    fn entry(&self, name: &str) -> Result<Option<NameEntry>, serde_json::Error> {
+        let mut de = serde_json::Deserializer::from_slice(&self.bytes[self.names.clone()]);
+        let entry = Pick {
+            name,
+            entry: std::marker::PhantomData,
+        }
+        .deserialize(&mut de)?;
+        de.end()?;
+        Ok(entry)
+    }
+
+    /// The descriptor text at `start..end` when that lies inside `within` (a plugin's range)
+    /// and holds UTF-8.
+    fn descriptor(&self, (start, end): (usize, usize), within: (usize, usize)) -> Option<&str> {
+        if start < within.0 || end > within.1 {
+            return None;
+        }
+        let range = self.body.checked_add(start)?..self.body.checked_add(end)?;
+        std::str::from_utf8(self.bytes.get(range)?).ok()
+    }
+}
+
 /// What [`load_for_tool`] found.
 pub enum Lookup {
-    /// The registry of the one plugin serving the tool, and the refusals (`[path, reason]`)
-    /// the full load that wrote the index recorded.
+    /// The registry of the one plugin serving the tool (with that tool only), and the refusals
+    /// (`[path, reason]`) the full load that wrote the index recorded.
     Loaded(Registry, Vec<(String, String)>),
     /// The index is valid but does not know the name (an unknown tool, or one whose plugin
     /// was refused): the full load will report it.
@@ -87,11 +159,26 @@ fn inputs(disc: &Discovery) -> Vec<Value> {
     v
 }
 
+/// The line starting at `from` (without its newline) and where the next one starts.
+fn line(bytes: &[u8], from: usize) -> Option<(std::ops::Range<usize>, usize)> {
+    let len = bytes.get(from..)?.iter().position(|&b| b == b'\n')?;
+    Some((from..from + len, from + len + 1))
+}
+
 fn read(disc: &Discovery) -> Option<IndexFile> {
     let dirs = dirs_key(disc);
-    let text = std::fs::read_to_string(index_path(&dirs)?).ok()?;
-    let idx: IndexFile = serde_json::from_str(&text).ok()?;
-    (idx.version == VERSION && idx.dirs == dirs && manifest_matches(&idx.manifest)).then_some(idx)
+    let bytes = std::fs::read(index_path(&dirs)?).ok()?;
+    // Only the header is parsed here; the names and descriptors stay bytes until looked up.
+    let (header, next) = line(&bytes, 0)?;
+    let (names, body) = line(&bytes, next)?;
+    let header: Header = serde_json::from_slice(&bytes[header]).ok()?;
+    let ok = header.version == VERSION && header.dirs == dirs && manifest_matches(&header.manifest);
+    ok.then_some(IndexFile {
+        header,
+        bytes,
+        names,
+        body,
+    })
 }
 
 /// The index's answer for `name`: the registry of the plugin serving it, or why not.
@@ -99,25 +186,91 @@ pub fn load_for_tool(disc: &Discovery, name: &str) -> Lookup {
     let Some(idx) = read(disc) else {
         return Lookup::Stale;
     };
-    let Some((canonical, plugin)) = idx.tools.get(name) else {
-        return Lookup::Unknown;
+    let entry = match idx.entry(name) {
+        Ok(Some(entry)) => entry,
+        Ok(None) => return Lookup::Unknown,
+        Err(_) => return Lookup::Stale,
     };
-    let Some((path, origin, plugin_name)) = idx.plugins.get(*plugin) else {
+    let Some(record) = idx.header.plugins.get(entry.plugin) else {
         return Lookup::Stale;
     };
-    let Some(origin) = DirOrigin::from_label(origin) else {
+    let Some(origin) = DirOrigin::from_label(&record.origin) else {
         return Lookup::Stale;
     };
-    let reg = Registry::load_file(Path::new(path), origin, LayoutCheck::AlreadyChecked);
-    // The one plugin must load as the recorded one and resolve the name to the same tool it
-    // did in the full registry; anything else is left to the full load.
-    let same = reg.plugins.len() == 1
-        && reg.plugins[0].name == *plugin_name
-        && reg.find(name).is_some_and(|t| t.name == *canonical);
-    if same {
-        Lookup::Loaded(reg, idx.refused)
+    let Some(descriptor) = idx.descriptor(entry.descriptor, record.descriptors) else {
+        return Lookup::Stale;
+    };
+    let recorded = Recorded {
+        name: &record.name,
+        tool_count: record.tool_count,
+        descriptors: vec![descriptor],
+    };
+    let Ok(reg) = Registry::load_recorded(
+        Path::new(&record.path),
+        origin,
+        LayoutCheck::AlreadyChecked,
+        &recorded,
+    ) else {
+        return Lookup::Stale;
+    };
+    // The recorded descriptor must resolve the name to the same tool the full registry did;
+    // anything else is left to the full load.
+    if reg.find(name).is_some_and(|t| t.name == entry.tool) {
+        Lookup::Loaded(reg, idx.header.refused)
     } else {
         Lookup::Stale
+    }
+}
+
+/// Reads a JSON object keeping only the value under one key (the first, should it repeat),
+/// so a lookup allocates nothing for the other entries.
+struct Pick<'n, T> {
+    name: &'n str,
+    entry: std::marker::PhantomData<T>,
+}
+
+impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for Pick<'_, T> {
+    type Value = Option<T>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<T>, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Visitor<'de> for Pick<'_, T> {
+    type Value = Option<T>;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<T>, A::Error> {
+        let mut found = None;
+        while let Some(hit) = map.next_key_seed(KeyIs(self.name))? {
+            if hit && found.is_none() {
+                found = Some(map.next_value()?);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// Reads a string, saying whether it is the given one (without allocating it).
+struct KeyIs<'n>(&'n str);
+
+impl<'de> DeserializeSeed<'de> for KeyIs<'_> {
+    type Value = bool;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeyIs<'_> {
+    type Value = bool;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_str<E>(self, v: &str) -> Result<bool, E> {
+        Ok(v == self.0)
     }
 }
 
@@ -131,37 +284,56 @@ fn try_store(reg: &Registry, disc: &Discovery) -> Option<()> {
     let manifest = manifest(&inputs(disc), SystemTime::now())?;
     let dirs = dirs_key(disc);
     let path = index_path(&dirs)?;
-    let plugins = reg
-        .plugins
-        .iter()
-        .map(|p| {
-            (
-                p.path.display().to_string(),
-                p.origin.label().to_string(),
-                p.name.clone(),
-            )
-        })
-        .collect();
-    let mut tools = BTreeMap::new();
-    let names = reg.tools.keys().chain(reg.aliases.keys());
-    for name in names {
-        if let Some(t) = reg.find(name) {
-            tools.insert(name.clone(), (t.name.clone(), t.plugin));
+    // The descriptors grouped by plugin, each on its own line.
+    let mut descriptors = String::new();
+    let mut ranges = BTreeMap::new();
+    let mut plugins = Vec::with_capacity(reg.plugins.len());
+    for (i, p) in reg.plugins.iter().enumerate() {
+        let first = descriptors.len();
+        for t in reg.tools.values().filter(|t| t.plugin == i) {
+            let start = descriptors.len();
+            descriptors.push_str(&t.descriptor().ok()?);
+            ranges.insert(t.name.as_str(), (start, descriptors.len()));
+            descriptors.push('\n');
+        }
+        plugins.push(PluginRecord {
+            path: p.path.display().to_string(),
+            origin: p.origin.label().to_string(),
+            name: p.name.clone(),
+            tool_count: p.tool_count,
+            descriptors: (first, descriptors.len()),
+        });
+    }
+    let mut names = BTreeMap::new();
+    for name in reg.tools.keys().chain(reg.aliases.keys()) {
+        if let Some(t) = reg.find(name)
+            && let Some(&descriptor) = ranges.get(t.name.as_str())
+        {
+            let entry = NameEntry {
+                tool: t.name.clone(),
+                plugin: t.plugin,
+                descriptor,
+            };
+            names.insert(name.as_str(), entry);
         }
     }
-    let idx = IndexFile {
+    let header = Header {
         version: VERSION,
         dirs,
         manifest,
         plugins,
-        tools,
         refused: reg
             .refused
             .iter()
             .map(|r| (r.path.display().to_string(), r.reason.clone()))
             .collect(),
     };
-    let text = serde_json::to_string(&idx).ok()?;
+    // serde_json escapes newlines inside strings, so each JSON text stays on its line.
+    let mut text = serde_json::to_string(&header).ok()?;
+    text.push('\n');
+    text.push_str(&serde_json::to_string(&names).ok()?);
+    text.push('\n');
+    text.push_str(&descriptors);
     let dir = path.parent()?;
     {
         use std::os::unix::fs::DirBuilderExt;

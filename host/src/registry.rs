@@ -229,6 +229,19 @@ impl serde::Serialize for LazyJson {
     }
 }
 
+/// Serialises a [`LazyJson`] as the text it was given, unparsed (its value when it has none),
+/// so that reading the output back yields the same `LazyJson`.
+struct AsGiven<'a>(&'a LazyJson);
+
+impl serde::Serialize for AsGiven<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match &self.0.raw {
+            Some(raw) => raw.serialize(s),
+            None => Value::serialize(self.0, s),
+        }
+    }
+}
+
 /// A descriptor as a plugin sends it; the bulky parts stay unparsed.
 #[derive(serde::Deserialize)]
 struct RawDescriptor {
@@ -263,7 +276,35 @@ pub struct ToolEntry {
     pub plugin: usize,
 }
 
+/// A registered tool written back as a descriptor (see [`ToolEntry::descriptor`]).
+#[derive(serde::Serialize)]
+struct DescriptorOf<'a> {
+    name: &'a str,
+    aliases: &'a [String],
+    summary: &'a str,
+    doc: &'a str,
+    params: AsGiven<'a>,
+    output: &'a str,
+    examples: AsGiven<'a>,
+}
+
 impl ToolEntry {
+    /// A descriptor that registers this tool again as it is: the fields the host reads, the
+    /// schema and examples as the plugin's text (unparsed). The registry index records it, so
+    /// that a tool call can register its tool without the plugin's `descriptors()`; writing it
+    /// costs only the call that writes the index, not every full load.
+    pub fn descriptor(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string(&DescriptorOf {
+            name: &self.name,
+            aliases: &self.aliases,
+            summary: &self.summary,
+            doc: &self.doc,
+            params: AsGiven(&self.params),
+            output: &self.output,
+            examples: AsGiven(&self.examples),
+        })
+    }
+
     pub fn example_list(&self) -> &[Value] {
         self.examples.as_array().map(Vec::as_slice).unwrap_or(&[])
     }
@@ -331,6 +372,54 @@ pub struct Registry {
     pub aliases: BTreeMap<String, String>,
     /// Human-readable notes about shadowed tools and plugins (printed with `--verbose`).
     pub warnings: Vec<String>,
+}
+
+/// What the registry index recorded of one plugin, enough to register the tool a call needs
+/// without calling the plugin's `descriptors()`.
+pub struct Recorded<'a> {
+    /// The plugin's name (`abi_info()`), which the opened file must still report.
+    pub name: &'a str,
+    /// How many tools the plugin registered in the full load (`xprof plugins`'s count).
+    pub tool_count: usize,
+    /// The descriptor texts to register, as [`ToolEntry::descriptor`] wrote them.
+    pub descriptors: Vec<&'a str>,
+}
+
+/// Why [`Registry::load_recorded`] did not build a registry. The caller falls back to the full
+/// load, which reports whatever is wrong with the plugin itself.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordedError {
+    #[error("the plugin was refused: {0}")]
+    Refused(String),
+    #[error("the file is plugin `{found}`, not `{recorded}` as recorded")]
+    OtherPlugin { recorded: String, found: String },
+    #[error("a recorded descriptor does not parse: {0}")]
+    Descriptor(#[from] serde_json::Error),
+    #[error("a recorded descriptor was not registered (see the warnings)")]
+    NotRegistered,
+}
+
+/// Why a plugin file is not used: a one-line reason and the full report.
+struct Refusal {
+    reason: String,
+    detail: String,
+}
+
+impl Refusal {
+    fn new(reason: String, detail: String) -> Self {
+        Refusal { reason, detail }
+    }
+}
+
+/// A plugin file that opened and passed the checks of `abi_info()`; its tools are not
+/// registered yet.
+struct Opened {
+    module: PluginModRef,
+    name: String,
+    version: String,
+    protocol: u64,
+    capabilities: Vec<String>,
+    first_party: bool,
 }
 
 /// Reduce abi_stable's multi-hundred-line layout report to one line: the `Error:` blocks
@@ -417,116 +506,149 @@ impl Registry {
         reg
     }
 
-    /// A registry of one plugin file only (what a tool call needs once the registry index has
-    /// said which file serves the tool). Problems end up in `refused`, as in [`Registry::load`].
-    pub fn load_file(path: &Path, origin: DirOrigin, check: LayoutCheck) -> Registry {
+    /// A registry of one plugin file whose tools are registered from `recorded` (what the
+    /// registry index kept of the full load) instead of the plugin's `descriptors()`, which is
+    /// most of what loading a plugin costs. The file is opened and its `abi_info()` checked as
+    /// in [`Registry::load`]; it must still be the recorded plugin.
+    pub fn load_recorded(
+        path: &Path,
+        origin: DirOrigin,
+        check: LayoutCheck,
+        recorded: &Recorded<'_>,
+    ) -> Result<Registry, RecordedError> {
         let mut reg = Registry::default();
-        reg.add_file(path, origin, check);
-        reg
+        let opened = reg
+            .open(path, origin, check)
+            .map_err(|r| RecordedError::Refused(r.reason))?;
+        if opened.name != recorded.name {
+            return Err(RecordedError::OtherPlugin {
+                recorded: recorded.name.to_string(),
+                found: opened.name,
+            });
+        }
+        let descriptors = recorded
+            .descriptors
+            .iter()
+            .map(|d| serde_json::from_str::<RawDescriptor>(d))
+            .collect::<Result<Vec<_>, _>>()?;
+        for d in descriptors {
+            if !reg.add_tool(reg.plugins.len(), &opened.name, opened.first_party, d) {
+                return Err(RecordedError::NotRegistered);
+            }
+        }
+        reg.push_plugin(opened, path, origin, recorded.tool_count);
+        Ok(reg)
     }
 
-    fn refuse(&mut self, path: &Path, origin: DirOrigin, reason: String, detail: String) {
+    fn refuse(&mut self, path: &Path, origin: DirOrigin, refusal: Refusal) {
         self.refused.push(Refused {
             path: path.to_path_buf(),
             origin,
-            reason,
-            detail,
+            reason: refusal.reason,
+            detail: refusal.detail,
         });
     }
 
     fn add_file(&mut self, path: &Path, origin: DirOrigin, check: LayoutCheck) {
-        let module = match load_one(path, check) {
-            Ok(m) => m,
-            Err((reason, detail)) => return self.refuse(path, origin, reason, detail),
+        let opened = match self.open(path, origin, check) {
+            Ok(o) => o,
+            Err(r) => return self.refuse(path, origin, r),
         };
-        let info: Value = match serde_json::from_str((module.abi_info())().as_str()) {
-            Ok(v) => v,
-            Err(e) => {
-                return self.refuse(
-                    path,
-                    origin,
-                    format!("abi_info() is not valid JSON: {e}"),
-                    String::new(),
-                );
-            }
-        };
-        let name = info["name"].as_str().unwrap_or("").to_string();
-        let version = info["version"].as_str().unwrap_or("?").to_string();
-        let protocol = info["protocol"].as_u64().unwrap_or(0);
-        if name.is_empty() {
-            return self.refuse(
-                path,
-                origin,
-                "abi_info() has no name".into(),
-                info.to_string(),
-            );
-        }
-        if protocol == 0 || protocol > u64::from(PROTOCOL) {
-            return self.refuse(
-                path,
-                origin,
-                format!(
-                    "plugin `{name}` speaks protocol {protocol}, this xprof speaks {PROTOCOL}; upgrade xprof or rebuild the plugin"
-                ),
-                info.to_string(),
-            );
-        }
-        let first_party_name = FIRST_PARTY.contains(&name.as_str());
-        if first_party_name && !origin.trusted_for_first_party() {
-            return self.refuse(
-                path,
-                origin,
-                format!(
-                    "the name `{name}` is reserved for xprof's own plugins, which load only from the executable's directory, <prefix>/lib/xprof/plugins or --plugin-dir (found via {})",
-                    origin.label()
-                ),
-                String::new(),
-            );
-        }
-        if let Some(prev) = self.plugins.iter().find(|p| p.name == name) {
-            let reason = format!(
-                "plugin `{name}` already loaded from {} (earlier directory wins)",
-                prev.path.display()
-            );
-            return self.refuse(path, origin, reason, String::new());
-        }
-        let descriptors_text = (module.descriptors())();
+        let descriptors_text = (opened.module.descriptors())();
         let descriptors: Vec<RawDescriptor> = match serde_json::from_str(descriptors_text.as_str())
         {
             Ok(v) => v,
             Err(_) => {
-                return self.refuse(
-                    path,
-                    origin,
-                    format!("plugin `{name}`: descriptors() is not a JSON array"),
-                    String::new(),
+                let reason = format!(
+                    "plugin `{}`: descriptors() is not a JSON array",
+                    opened.name
                 );
+                return self.refuse(path, origin, Refusal::new(reason, String::new()));
             }
         };
         let idx = self.plugins.len();
         let mut count = 0;
         for d in descriptors {
-            if self.add_tool(idx, &name, first_party_name, d) {
+            if self.add_tool(idx, &opened.name, opened.first_party, d) {
                 count += 1;
             }
         }
-        self.plugins.push(LoadedPlugin {
+        self.push_plugin(opened, path, origin, count);
+    }
+
+    /// Open a plugin file and check what its `abi_info()` says (name, protocol, first-party
+    /// trust, not already loaded), before any of its tools are registered.
+    fn open(&self, path: &Path, origin: DirOrigin, check: LayoutCheck) -> Result<Opened, Refusal> {
+        let module =
+            load_one(path, check).map_err(|(reason, detail)| Refusal::new(reason, detail))?;
+        let info: Value = serde_json::from_str((module.abi_info())().as_str()).map_err(|e| {
+            Refusal::new(format!("abi_info() is not valid JSON: {e}"), String::new())
+        })?;
+        let name = info["name"].as_str().unwrap_or("").to_string();
+        let version = info["version"].as_str().unwrap_or("?").to_string();
+        let protocol = info["protocol"].as_u64().unwrap_or(0);
+        if name.is_empty() {
+            return Err(Refusal::new(
+                "abi_info() has no name".into(),
+                info.to_string(),
+            ));
+        }
+        if protocol == 0 || protocol > u64::from(PROTOCOL) {
+            return Err(Refusal::new(
+                format!(
+                    "plugin `{name}` speaks protocol {protocol}, this xprof speaks {PROTOCOL}; upgrade xprof or rebuild the plugin"
+                ),
+                info.to_string(),
+            ));
+        }
+        let first_party = FIRST_PARTY.contains(&name.as_str());
+        if first_party && !origin.trusted_for_first_party() {
+            return Err(Refusal::new(
+                format!(
+                    "the name `{name}` is reserved for xprof's own plugins, which load only from the executable's directory, <prefix>/lib/xprof/plugins or --plugin-dir (found via {})",
+                    origin.label()
+                ),
+                String::new(),
+            ));
+        }
+        if let Some(prev) = self.plugins.iter().find(|p| p.name == name) {
+            return Err(Refusal::new(
+                format!(
+                    "plugin `{name}` already loaded from {} (earlier directory wins)",
+                    prev.path.display()
+                ),
+                String::new(),
+            ));
+        }
+        let capabilities = info["capabilities"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|c| c.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Opened {
+            module,
             name,
             version,
             protocol,
-            capabilities: info["capabilities"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|c| c.as_str().map(String::from))
-                        .collect()
-                })
-                .unwrap_or_default(),
+            capabilities,
+            first_party,
+        })
+    }
+
+    fn push_plugin(&mut self, opened: Opened, path: &Path, origin: DirOrigin, tool_count: usize) {
+        self.plugins.push(LoadedPlugin {
+            name: opened.name,
+            version: opened.version,
+            protocol: opened.protocol,
+            capabilities: opened.capabilities,
             path: path.to_path_buf(),
             origin,
-            first_party: first_party_name,
-            tool_count: count,
-            module,
+            first_party: opened.first_party,
+            tool_count,
+            module: opened.module,
         });
     }
 
@@ -734,6 +856,49 @@ mod tests {
         let dirs = d.dirs();
         assert_eq!(dirs.len(), 2);
         assert!(dirs.iter().all(|(_, o)| *o == DirOrigin::Explicit));
+    }
+
+    /// Register one descriptor text in a fresh registry and return the entry.
+    fn registered(text: &str) -> (Registry, ToolEntry) {
+        let mut reg = Registry::default();
+        let d: RawDescriptor = serde_json::from_str(text).unwrap();
+        assert!(reg.add_tool(0, "p", false, d), "{text}");
+        let t = reg.tools.values().next().unwrap().clone();
+        (reg, t)
+    }
+
+    #[test]
+    fn a_written_back_descriptor_registers_the_same_tool() {
+        let texts = [
+            // Escapes, whitespace inside the schema, a field the host does not read.
+            r#"{"name":"t","aliases":["u","v"],"summary":"s \"q\" é","doc":"line\nline","params":{"type": "object",
+                "properties":{"a":{"type":"integer","default":1.50}}},"output":"o","examples":[{"description":"e","args":{"a":2}}],"extra":1}"#,
+            // Everything but the name missing.
+            r#"{"name":"t"}"#,
+            // Parts of the wrong kind (the host falls back for them).
+            r#"{"name":"t","params":[1],"examples":{"a":1},"summary":"s"}"#,
+        ];
+        for text in texts {
+            let (reg, t) = registered(text);
+            // Before anything parsed the schema, and after.
+            for _ in 0..2 {
+                let written = t.descriptor().unwrap();
+                let (again_reg, again) = registered(&written);
+                assert_eq!(again.name, t.name);
+                assert_eq!(again.aliases, t.aliases);
+                assert_eq!(again_reg.aliases, reg.aliases);
+                assert_eq!(again.summary, t.summary);
+                assert_eq!(again.doc, t.doc);
+                assert_eq!(again.output, t.output);
+                assert_eq!(*again.params, *t.params, "{written}");
+                assert_eq!(*again.examples, *t.examples, "{written}");
+                // The plugin's own text is kept, unparsed.
+                let raw = |l: &LazyJson| l.raw.as_ref().map(|r| r.get().to_string());
+                if let Some(params) = raw(&t.params) {
+                    assert_eq!(raw(&again.params), Some(params));
+                }
+            }
+        }
     }
 
     #[test]

@@ -16,6 +16,10 @@ use serde_json::value::RawValue;
 /// Deeper results are left to the parser (which also enforces serde_json's recursion limit).
 const MAX_DEPTH: usize = 100;
 
+/// Room for any number serde_json prints (at most 24 bytes: `-1.7976931348623157e308`, a u64
+/// or an i64).
+const NUMBER_BYTES: usize = 32;
+
 /// A result: canonical text (parsed on first use) or a value.
 #[derive(Clone, Debug)]
 pub struct ResultJson {
@@ -112,15 +116,25 @@ pub fn canonicalize(s: &str) -> Option<Cow<'_, str>> {
         if integer_is_canonical(t) {
             return true;
         }
-        // As serde_json itself parses and prints the number.
+        // As serde_json itself parses and prints the number (into a buffer on the stack: most
+        // numbers print back unchanged, and a `String` per number was a good part of the scan).
         let Ok(v) = serde_json::from_str::<Value>(t) else {
             return false;
         };
-        let printed = v.to_string();
-        if printed != t {
+        let mut buf = [0u8; NUMBER_BYTES];
+        let mut rest = &mut buf[..];
+        if serde_json::to_writer(&mut rest, &v).is_err() {
+            return false; // longer than any number serde_json prints: leave it to the parser
+        }
+        let unused = rest.len();
+        let printed = &buf[..NUMBER_BYTES - unused];
+        if printed != t.as_bytes() {
+            let Ok(printed) = std::str::from_utf8(printed) else {
+                return false;
+            };
             let f = fixed.get_or_insert_with(|| String::with_capacity(s.len()));
             f.push_str(&s[copied..start]);
-            f.push_str(&printed);
+            f.push_str(printed);
             copied = end;
         }
         true
@@ -141,8 +155,10 @@ pub fn canonicalize(s: &str) -> Option<Cow<'_, str>> {
 fn scan(s: &str, mut number: impl FnMut(usize, usize) -> bool) -> bool {
     let b = s.as_bytes();
     let mut i = 0;
-    // For each open container: is it an object, and the keys seen so far (objects only).
-    let mut stack: Vec<(bool, Keys)> = Vec::new();
+    // The open containers, and the keys of the open objects (all in one list, so that an object
+    // costs no allocation of its own).
+    let mut stack: Vec<Open> = Vec::new();
+    let mut keys: Vec<&str> = Vec::new();
     let mut expect_key = false;
     while i < b.len() {
         match b[i] {
@@ -152,11 +168,10 @@ fn scan(s: &str, mut number: impl FnMut(usize, usize) -> bool) -> bool {
                     return false;
                 };
                 if expect_key {
-                    let key = &s[start..end];
-                    let Some((_, keys)) = stack.last_mut() else {
+                    let Some(open) = stack.last_mut() else {
                         return false;
                     };
-                    if !keys.insert(key) {
+                    if !open.insert_key(&mut keys, &s[start..end]) {
                         return false; // the parser would keep one of them
                     }
                     expect_key = false;
@@ -167,17 +182,23 @@ fn scan(s: &str, mut number: impl FnMut(usize, usize) -> bool) -> bool {
                 if stack.len() >= MAX_DEPTH {
                     return false;
                 }
-                stack.push((c == b'{', Keys::default()));
+                stack.push(Open {
+                    object: c == b'{',
+                    keys_from: keys.len(),
+                    many: None,
+                });
                 expect_key = c == b'{';
                 i += 1;
             }
             b'}' | b']' => {
-                stack.pop();
+                if let Some(open) = stack.pop() {
+                    keys.truncate(open.keys_from);
+                }
                 expect_key = false;
                 i += 1;
             }
             b',' => {
-                expect_key = stack.last().is_some_and(|(obj, _)| *obj);
+                expect_key = stack.last().is_some_and(|open| open.object);
                 i += 1;
             }
             b':' => i += 1,
@@ -191,10 +212,10 @@ fn scan(s: &str, mut number: impl FnMut(usize, usize) -> bool) -> bool {
             }
             b'-' | b'0'..=b'9' => {
                 let start = i;
-                while i < b.len() && matches!(b[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
-                {
-                    i += 1;
-                }
+                i += b[i..]
+                    .iter()
+                    .position(|c| !matches!(c, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'))
+                    .unwrap_or(b.len() - i);
                 if !number(start, i) {
                     return false;
                 }
@@ -205,25 +226,27 @@ fn scan(s: &str, mut number: impl FnMut(usize, usize) -> bool) -> bool {
     true
 }
 
-/// The keys of one object: a short list, a set once it grows.
-#[derive(Default)]
-struct Keys<'a> {
-    few: Vec<&'a str>,
+/// An open container of the scan.
+struct Open<'a> {
+    object: bool,
+    /// Where this object's keys start in the shared list of keys, while it has few.
+    keys_from: usize,
+    /// This object's keys once it has many (they then leave the shared list).
     many: Option<std::collections::HashSet<&'a str>>,
 }
 
-impl<'a> Keys<'a> {
-    /// False if `key` was already there.
-    fn insert(&mut self, key: &'a str) -> bool {
+impl<'a> Open<'a> {
+    /// Record `key` for this object (the innermost open one); false if it was already there.
+    fn insert_key(&mut self, keys: &mut Vec<&'a str>, key: &'a str) -> bool {
         if let Some(set) = &mut self.many {
             return set.insert(key);
         }
-        if self.few.contains(&key) {
+        if keys[self.keys_from..].contains(&key) {
             return false;
         }
-        self.few.push(key);
-        if self.few.len() > 16 {
-            self.many = Some(self.few.drain(..).collect());
+        keys.push(key);
+        if keys.len() - self.keys_from > 16 {
+            self.many = Some(keys.drain(self.keys_from..).collect());
         }
         true
     }
@@ -233,40 +256,39 @@ impl<'a> Keys<'a> {
 /// the one serde_json writes.
 fn canonical_string_end(b: &[u8], start: usize) -> Option<usize> {
     let mut i = start;
-    while i < b.len() {
-        match b[i] {
-            b'"' => return Some(i),
-            b'\\' => {
-                match *b.get(i + 1)? {
-                    b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
-                    b'u' => {
-                        // Only control characters without a short escape, in lowercase hex.
-                        let hex = b.get(i + 2..i + 6)?;
-                        let lower = |c: u8| c.is_ascii_digit() || (b'a'..=b'f').contains(&c);
-                        if hex[0] != b'0' || hex[1] != b'0' || !matches!(hex[2], b'0' | b'1') {
-                            return None;
-                        }
-                        if !lower(hex[3]) {
-                            return None;
-                        }
-                        let code = (hex[2] - b'0') * 16
-                            + if hex[3].is_ascii_digit() {
-                                hex[3] - b'0'
-                            } else {
-                                hex[3] - b'a' + 10
-                            };
-                        if matches!(code, 0x08 | 0x09 | 0x0a | 0x0c | 0x0d) {
-                            return None;
-                        }
-                        i += 6;
-                    }
-                    _ => return None,
+    loop {
+        // Plain bytes are skipped by a search (a much tighter loop than one step per byte).
+        i += b.get(i..)?.iter().position(|&c| c == b'"' || c == b'\\')?;
+        if b[i] == b'"' {
+            return Some(i);
+        }
+        // A backslash.
+        match *b.get(i + 1)? {
+            b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
+            b'u' => {
+                // Only control characters without a short escape, in lowercase hex.
+                let hex = b.get(i + 2..i + 6)?;
+                let lower = |c: u8| c.is_ascii_digit() || (b'a'..=b'f').contains(&c);
+                if hex[0] != b'0' || hex[1] != b'0' || !matches!(hex[2], b'0' | b'1') {
+                    return None;
                 }
+                if !lower(hex[3]) {
+                    return None;
+                }
+                let code = (hex[2] - b'0') * 16
+                    + if hex[3].is_ascii_digit() {
+                        hex[3] - b'0'
+                    } else {
+                        hex[3] - b'a' + 10
+                    };
+                if matches!(code, 0x08 | 0x09 | 0x0a | 0x0c | 0x0d) {
+                    return None;
+                }
+                i += 6;
             }
-            _ => i += 1,
+            _ => return None,
         }
     }
-    None
 }
 
 /// Is this an integer serde_json prints back unchanged (no leading zero, no `-0`, within u64,
@@ -419,6 +441,25 @@ mod tests {
             ResultJson::from_raw(raw("[1e400]")).is_err(),
             "out of range, as before"
         );
+        // Keys may repeat across objects, nested or not, never within one (whether it has few
+        // keys, compared in a list, or many, kept in a set).
+        let members = |n: usize, value: &str| {
+            (0..n)
+                .map(|i| format!("\"k{i}\":{value}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        for n in [3, 40] {
+            let inner = format!("{{{}}}", members(n, "[1]"));
+            let outer = format!("{{{}}}", members(n, &inner));
+            assert!(is_canonical(&outer), "{outer}");
+            assert!(is_canonical(&format!("[{outer},{outer}]")));
+            let after_nested = format!("{{{},\"k1\":2}}", members(n, &inner));
+            assert!(!is_canonical(&after_nested), "{after_nested}");
+            let repeating_inner = format!("{{{},\"k0\":2}}", members(n, "1"));
+            let inside = format!("{{{}}}", members(n, &repeating_inner));
+            assert!(!is_canonical(&inside), "{inside}");
+        }
         // Control characters with a short escape, and the escapes serde_json writes.
         assert!(is_canonical(r#"["\u0000\u001f\b\f\n\r\t\"\\"]"#));
         let deep = format!("{}{}", "[".repeat(MAX_DEPTH + 1), "]".repeat(MAX_DEPTH + 1));

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use common::*;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// The `{"verbose": ...}` line of a `--verbose` call.
 fn verbose(out: &Output) -> Value {
@@ -92,6 +92,61 @@ impl Env {
             .collect();
         assert_eq!(files.len(), 1, "{files:?}");
         files[0].clone()
+    }
+}
+
+/// The registry index file in its three parts: the header line, the names line (every
+/// callable name → `{tool, plugin, descriptor: [start, end]}`) and the descriptors' text.
+struct IndexText {
+    header: Value,
+    names: Value,
+    descriptors: String,
+}
+
+impl IndexText {
+    fn read(path: &Path) -> IndexText {
+        let text = fs::read_to_string(path).unwrap();
+        let mut parts = text.splitn(3, '\n');
+        let mut json = || serde_json::from_str(parts.next().unwrap()).unwrap();
+        let (header, names) = (json(), json());
+        IndexText {
+            header,
+            names,
+            descriptors: parts.next().unwrap().to_string(),
+        }
+    }
+
+    fn write(&self, path: &Path) {
+        let text = format!("{}\n{}\n{}", self.header, self.names, self.descriptors);
+        fs::write(path, text).unwrap();
+    }
+
+    fn range(v: &Value) -> (usize, usize) {
+        let at = |i: usize| v[i].as_u64().unwrap() as usize;
+        (at(0), at(1))
+    }
+
+    /// The descriptor recorded for `name`, and the range of the plugin serving it.
+    fn descriptor(&self, name: &str) -> (Value, (usize, usize)) {
+        let entry = &self.names[name];
+        let (start, end) = Self::range(&entry["descriptor"]);
+        let plugin = &self.header["plugins"][entry["plugin"].as_u64().unwrap() as usize];
+        (
+            serde_json::from_str(&self.descriptors[start..end]).unwrap(),
+            Self::range(&plugin["descriptors"]),
+        )
+    }
+
+    /// Record `descriptor` for `name` instead, appended to the text and inside the range of
+    /// the plugin serving it.
+    fn replace_descriptor(&mut self, name: &str, descriptor: &Value) {
+        let start = self.descriptors.len();
+        self.descriptors.push_str(&descriptor.to_string());
+        let end = self.descriptors.len();
+        self.descriptors.push('\n');
+        let plugin = self.names[name]["plugin"].as_u64().unwrap() as usize;
+        self.names[name]["descriptor"] = json!([start, end]);
+        self.header["plugins"][plugin]["descriptors"][1] = json!(end);
     }
 }
 
@@ -225,17 +280,45 @@ fn an_index_naming_the_wrong_plugin_or_a_corrupt_one_falls_back_to_the_full_load
     let index = env.index_file();
 
     // The index says another plugin serves the tool (as if the tool had moved between
-    // plugins without the files changing): the one plugin loaded does not have it.
-    let mut v: Value = serde_json::from_slice(&fs::read(&index).unwrap()).unwrap();
-    let owner = v["tools"]["get_hosts"][1].as_u64().unwrap();
-    v["tools"]["get_hosts"][1] = Value::from(1 - owner);
-    fs::write(&index, v.to_string()).unwrap();
+    // plugins without the files changing): that plugin has no such descriptor recorded.
+    let mut idx = IndexText::read(&index);
+    let owner = idx.names["get_hosts"]["plugin"].as_u64().unwrap();
+    idx.names["get_hosts"]["plugin"] = Value::from(1 - owner);
+    idx.write(&index);
     let out = env.run(&["get_hosts"], &[&seed]);
     assert_eq!(loaded(&out).0, "full");
     same_output(&out, &reference);
     // ... and the full load rewrote it.
     let out = env.run(&["get_hosts"], &[&seed]);
     assert_eq!(loaded(&out), ("index".into(), vec!["core".into()]));
+
+    // The name's recorded descriptor is another tool's (of the same plugin): it does not
+    // resolve the name to the tool the full load did.
+    let mut idx = IndexText::read(&index);
+    let other = idx.names["get_hosts"]["plugin"].clone();
+    let other = idx
+        .names
+        .as_object()
+        .unwrap()
+        .values()
+        .find(|e| e["plugin"] == other && e["tool"] != "get_hosts")
+        .unwrap()["descriptor"]
+        .clone();
+    idx.names["get_hosts"]["descriptor"] = other;
+    idx.write(&index);
+    let out = env.run(&["get_hosts"], &[&seed]);
+    assert_eq!(loaded(&out).0, "full");
+    same_output(&out, &reference);
+    let out = env.run(&["get_hosts"], &[&seed]);
+    assert_eq!(loaded(&out).0, "index");
+
+    // The descriptors are cut off.
+    let mut idx = IndexText::read(&index);
+    idx.descriptors.clear();
+    idx.write(&index);
+    let out = env.run(&["get_hosts"], &[&seed]);
+    assert_eq!(loaded(&out).0, "full");
+    same_output(&out, &reference);
 
     for garbage in [&b""[..], b"{\"version\": 1", b"\x00\xff garbage"] {
         fs::write(&index, garbage).unwrap();
@@ -245,6 +328,91 @@ fn an_index_naming_the_wrong_plugin_or_a_corrupt_one_falls_back_to_the_full_load
         let out = env.run(&["get_hosts"], &[&seed]);
         assert_eq!(loaded(&out).0, "index", "rewritten after {garbage:?}");
     }
+}
+
+#[test]
+fn a_call_through_the_index_registers_its_tool_from_the_index_not_the_plugin() {
+    let Some(seed) = seed_logdir() else { return };
+    let env = Env::new();
+    let reference = env.until_indexed(&["get_hosts"], &[&seed]);
+    let index = env.index_file();
+    let mut idx = IndexText::read(&index);
+
+    // The index records, for every tool and alias of every plugin, the descriptor of the tool
+    // it resolves to, among those of the plugin serving it, and each plugin's tool count.
+    let full = |args: &[&str]| {
+        stdout_json(
+            &xprof_with_plugins(&env.cache, &env.plugins)
+                .args(args)
+                .args(["--format", "json"])
+                .output()
+                .unwrap(),
+        )
+    };
+    let listing = full(&["tools"]);
+    let report = full(&["plugins"]);
+    let records = idx.header["plugins"].as_array().unwrap().clone();
+    let tool_names: Vec<&Value> = listing["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["tools"].as_array().unwrap())
+        .map(|t| &t["name"])
+        .collect();
+    for p in listing["plugins"].as_array().unwrap() {
+        let record = records.iter().find(|r| r["name"] == p["name"]).unwrap();
+        let reported = report["plugins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == p["name"])
+            .unwrap();
+        assert_eq!(record["tool_count"], reported["tools"]);
+        for t in p["tools"].as_array().unwrap() {
+            let aliases = t["aliases"].as_array().unwrap();
+            // An alias that is also a tool's name calls that tool.
+            let callable = aliases.iter().filter(|a| !tool_names.contains(a));
+            for name in std::iter::once(&t["name"]).chain(callable) {
+                let name = name.as_str().unwrap();
+                assert_eq!(idx.names[name]["tool"], t["name"], "{name}");
+                let (d, (first, last)) = idx.descriptor(name);
+                let (start, end) = IndexText::range(&idx.names[name]["descriptor"]);
+                assert!(first <= start && end <= last, "{name}");
+                assert_eq!(
+                    records[idx.names[name]["plugin"].as_u64().unwrap() as usize]["name"],
+                    p["name"]
+                );
+                for field in ["name", "aliases", "summary", "params"] {
+                    assert_eq!(d[field], t[field], "{name}: {field}");
+                }
+            }
+        }
+    }
+
+    // What a call through the index knows of its tool is the recorded descriptor: with the
+    // recorded summary and doc changed, `--help` through the index shows them, while the full
+    // load (the plugin's descriptors) does not...
+    let (mut d, _) = idx.descriptor("get_hosts");
+    let mark = |v: &Value| format!("{} (as recorded)", v.as_str().unwrap());
+    let (summary, doc) = (mark(&d["summary"]), mark(&d["doc"]));
+    d["summary"] = json!(summary);
+    d["doc"] = json!(doc);
+    idx.replace_descriptor("get_hosts", &d);
+    idx.write(&index);
+    let help = env.run(&["get_hosts", "--help"], &[]);
+    assert_eq!(loaded(&help), ("index".into(), vec!["core".into()]));
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(text.contains(&doc), "{text}");
+    let help = xprof_with_plugins(&env.cache, &env.plugins)
+        .args(["help", "get_hosts"])
+        .output()
+        .unwrap();
+    assert!(help.status.success());
+    assert!(!String::from_utf8_lossy(&help.stdout).contains("(as recorded)"));
+    // ... and the call itself runs from the index alone, with the same output.
+    let out = env.run(&["get_hosts"], &[&seed]);
+    assert_eq!(loaded(&out), ("index".into(), vec!["core".into()]));
+    same_output(&out, &reference);
 }
 
 #[test]
