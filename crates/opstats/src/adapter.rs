@@ -413,6 +413,9 @@ impl RunEvents {
     /// The events, their stats pointing into the run's (now shared) storage.
     fn finish(self) -> Vec<Event> {
         let mut events = self.events;
+        if events.capacity() - events.len() > events.len() / 8 {
+            events.shrink_to_fit();
+        }
         if self.stats.is_empty() {
             return events;
         }
@@ -543,13 +546,12 @@ impl xprof_xspace::EventScan for Convert {
             .or_insert_with(|| Arc::new(reader_keys(p)))
             .clone();
         let mut acc = RunEvents::new(keys, p.num_event_metadata() as u32);
-        // A line under 2 MiB is one run; a longer one comes in ~1 MiB runs of similar counts.
-        let runs = line.event_runs();
-        let expect = match runs.as_slice() {
-            [one] => one.len(),
-            _ => line.num_events() / runs.len().max(1) * 9 / 8,
-        };
-        acc.events.reserve_exact(expect);
+        // A line under 2 MiB is one run; a longer one comes in ~1 MiB runs, and which of them
+        // this is is not known here. Room for the largest means no run regrows (an average
+        // guess left runs over it doubled, at up to twice their size until assembled); the
+        // shorter last run gives its slack back in `finish`.
+        let most = line.event_runs().iter().map(|r| r.len()).max().unwrap_or(0);
+        acc.events.reserve_exact(most);
         Some(acc)
     }
     #[inline]
