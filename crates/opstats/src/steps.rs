@@ -381,10 +381,11 @@ fn sort_by_context<P: Copy>(v: &mut Vec<(Context, P)>) {
 }
 
 pub fn group_host_events(plane: &Plane) -> HostGroups {
-    group_from_roots(plane, &scan_lines(plane))
+    group_from_roots(plane, &mut scan_lines(plane))
 }
 
-fn group_from_roots(plane: &Plane, scans: &[LineScan]) -> HostGroups {
+/// Takes the scans' consumers (nothing else reads them).
+fn group_from_roots(plane: &Plane, scans: &mut [LineScan]) -> HostGroups {
     let mut roots: Vec<(usize, usize)> = scans
         .iter()
         .enumerate()
@@ -404,11 +405,14 @@ fn group_from_roots(plane: &Plane, scans: &[LineScan]) -> HostGroups {
     let trees: Vec<LineOrder> = plane.lines.par_iter().map(LineOrder::of).collect();
     // Flows: consumers by context; each producer gets the range of its context's consumers,
     // by one merge of the two sorted lists (instead of two binary searches per visit).
-    let mut consumers: Vec<(Context, (u32, u32))> = scans
-        .iter()
-        .enumerate()
-        .flat_map(|(li, s)| s.consumers.iter().map(move |&(k, ei)| (k, (li as u32, ei))))
-        .collect();
+    // Hundreds of thousands of flows: the merged lists are allocated at their size (not
+    // grown), and each line's consumers are freed as they are merged.
+    let mut consumers: Vec<(Context, (u32, u32))> =
+        Vec::with_capacity(scans.iter().map(|s| s.consumers.len()).sum());
+    for (li, s) in scans.iter_mut().enumerate() {
+        let line = std::mem::take(&mut s.consumers);
+        consumers.extend(line.into_iter().map(|(k, ei)| (k, (li as u32, ei))));
+    }
     sort_by_context(&mut consumers);
     // Producers numbered line by line, in stored order.
     let prod_base: Vec<usize> = scans
@@ -419,12 +423,15 @@ fn group_from_roots(plane: &Plane, scans: &[LineScan]) -> HostGroups {
             Some(b)
         })
         .collect();
-    let mut producers: Vec<(Context, u32)> = scans
-        .iter()
-        .flat_map(|s| s.producers.iter().map(|&(k, _)| k))
-        .enumerate()
-        .map(|(i, k)| (k, i as u32))
-        .collect();
+    let mut producers: Vec<(Context, u32)> =
+        Vec::with_capacity(scans.iter().map(|s| s.producers.len()).sum());
+    producers.extend(
+        scans
+            .iter()
+            .flat_map(|s| s.producers.iter().map(|&(k, _)| k))
+            .enumerate()
+            .map(|(i, k)| (k, i as u32)),
+    );
     sort_by_context(&mut producers);
     let mut ranges: Vec<(u32, u32)> = vec![(0, 0); producers.len()];
     let mut c = 0usize;
@@ -659,7 +666,7 @@ impl Grouping {
 }
 
 fn host_event_groups(plane: &Plane) -> Grouping {
-    let scans = scan_lines(plane);
+    let mut scans = scan_lines(plane);
     if scans.iter().any(|s| !s.group_ids.is_empty()) {
         let mut ids: Vec<i64> = scans
             .iter()
@@ -687,7 +694,7 @@ fn host_event_groups(plane: &Plane) -> Grouping {
             scans,
         };
     }
-    let g = group_from_roots(plane, &scans);
+    let g = group_from_roots(plane, &mut scans);
     let source = if g.roots.is_empty() {
         StepsSource::None
     } else {
