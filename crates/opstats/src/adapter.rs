@@ -346,9 +346,9 @@ impl RunEvents {
                 continue;
             };
             match s.value {
-                V::Double(d) => self.stats.push(key, StatValue::Double(d)),
-                V::Uint(u) => self.stats.push(key, StatValue::Uint(u)),
-                V::Int(i) => self.stats.push(key, StatValue::Int(i)),
+                V::Double(d) => self.stats.push_double(key, d),
+                V::Uint(u) => self.stats.push_uint(key, u),
+                V::Int(i) => self.stats.push_int(key, i),
                 V::Str(x) => {
                     let i = self.intern(x);
                     self.stats.push_str_at(key, i);
@@ -398,8 +398,7 @@ impl RunEvents {
         self.append(e.plane(), e.stats());
         let occurrences = e.num_occurrences();
         if occurrences != 0 {
-            self.stats
-                .push(StatKey::NumOccurrences, StatValue::Int(occurrences));
+            self.stats.push_int(StatKey::NumOccurrences, occurrences);
         }
         let stats = self.since(start);
         self.events.push(Event {

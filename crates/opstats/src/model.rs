@@ -256,39 +256,77 @@ impl<'a> StatRef<'a> {
     }
 }
 
-/// One stored stat: 16 bytes, where a `(StatKey, StatValue)` takes 32. The key sits beside
-/// the variant's tag, and strings and bytes are indices into the chunk's tables instead of
-/// fat pointers (a capture's millions of string stats repeat a few distinct values).
+/// One stored stat: 8 bytes, where a `(StatKey, StatValue)` takes 32. Integers that fit in
+/// 48 bits (nearly all: ids, counts, times) are stored inline; wider integers, doubles,
+/// strings and bytes are indices into the chunk's tables (a capture's millions of string
+/// stats repeat a few distinct values).
 #[derive(Clone, Copy, Debug)]
-enum Entry {
-    Int(StatKey, i64),
-    Uint(StatKey, u64),
-    Double(StatKey, f64),
-    /// Index into [`StatChunk::strs`].
-    Str(StatKey, u32),
-    /// Index into [`StatChunk::blobs`].
-    Bytes(StatKey, u32),
+struct Entry {
+    key: StatKey,
+    kind: Kind,
+    /// The payload's low 16 and high 32 bits (two fields keep the entry at 8 bytes).
+    low: u16,
+    high: u32,
 }
 
-const _: () = assert!(std::mem::size_of::<Entry>() == 16);
+/// What an [`Entry`]'s 48-bit payload holds.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    /// A signed value in 48-bit two's complement.
+    Int,
+    Uint,
+    /// Index into [`StatChunk::wide`] (the value's bits).
+    WideInt,
+    WideUint,
+    Double,
+    /// Index into [`StatChunk::strs`].
+    Str,
+    /// Index into [`StatChunk::blobs`].
+    Bytes,
+}
+
+const _: () = assert!(std::mem::size_of::<Entry>() == 8);
+
+const PAYLOAD_BITS: u32 = 48;
 
 impl Entry {
-    fn key(&self) -> StatKey {
-        match *self {
-            Entry::Int(k, _)
-            | Entry::Uint(k, _)
-            | Entry::Double(k, _)
-            | Entry::Str(k, _)
-            | Entry::Bytes(k, _) => k,
+    fn new(key: StatKey, kind: Kind, payload: u64) -> Self {
+        debug_assert!(payload >> PAYLOAD_BITS == 0);
+        Entry {
+            key,
+            kind,
+            low: payload as u16,
+            high: (payload >> 16) as u32,
         }
+    }
+    fn payload(&self) -> u64 {
+        self.low as u64 | (self.high as u64) << 16
+    }
+    /// The payload as an index into one of the chunk's tables.
+    fn index(&self) -> usize {
+        self.payload() as usize
     }
 }
 
+/// `v` as a payload in 48-bit two's complement, if it fits.
+fn int_payload(v: i64) -> Option<u64> {
+    let shift = 64 - PAYLOAD_BITS;
+    ((v << shift) >> shift == v).then_some(v as u64 & ((1 << PAYLOAD_BITS) - 1))
+}
+
+/// The value of an `int_payload`.
+fn int_of_payload(payload: u64) -> i64 {
+    let shift = 64 - PAYLOAD_BITS;
+    ((payload << shift) as i64) >> shift
+}
+
 /// The storage [`Stats`] are ranges of: the stats of a run of events (or of a plane's
-/// metadata, or one hand-built list), with the strings and bytes they refer to.
+/// metadata, or one hand-built list), with the values that do not fit in an entry.
 #[derive(Clone, Default)]
 pub(crate) struct StatChunk {
     entries: Vec<Entry>,
+    /// Integers wider than 48 bits and doubles, as bits.
+    wide: Vec<u64>,
     strs: Vec<Arc<str>>,
     blobs: Vec<Arc<[u8]>>,
 }
@@ -303,18 +341,44 @@ impl StatChunk {
     }
     /// Append a stat (strings and bytes get a table slot of their own).
     pub(crate) fn push(&mut self, key: StatKey, value: StatValue) {
-        let entry = match value {
-            StatValue::Int(v) => Entry::Int(key, v),
-            StatValue::Uint(v) => Entry::Uint(key, v),
-            StatValue::Double(v) => Entry::Double(key, v),
-            StatValue::Str(s) => Entry::Str(key, self.add_str(s)),
+        match value {
+            StatValue::Int(v) => self.push_int(key, v),
+            StatValue::Uint(v) => self.push_uint(key, v),
+            StatValue::Double(v) => self.push_double(key, v),
+            StatValue::Str(s) => {
+                let i = self.add_str(s);
+                self.push_str_at(key, i);
+            }
             StatValue::Bytes(b) => {
                 let i = table_index(self.blobs.len());
                 self.blobs.push(b);
-                Entry::Bytes(key, i)
+                self.entries.push(Entry::new(key, Kind::Bytes, i.into()));
             }
+        }
+    }
+    pub(crate) fn push_int(&mut self, key: StatKey, v: i64) {
+        let entry = match int_payload(v) {
+            Some(p) => Entry::new(key, Kind::Int, p),
+            None => Entry::new(key, Kind::WideInt, self.add_wide(v as u64)),
         };
         self.entries.push(entry);
+    }
+    pub(crate) fn push_uint(&mut self, key: StatKey, v: u64) {
+        let entry = if v >> PAYLOAD_BITS == 0 {
+            Entry::new(key, Kind::Uint, v)
+        } else {
+            Entry::new(key, Kind::WideUint, self.add_wide(v))
+        };
+        self.entries.push(entry);
+    }
+    pub(crate) fn push_double(&mut self, key: StatKey, v: f64) {
+        let i = self.add_wide(v.to_bits());
+        self.entries.push(Entry::new(key, Kind::Double, i));
+    }
+    fn add_wide(&mut self, bits: u64) -> u64 {
+        let i = table_index(self.wide.len());
+        self.wide.push(bits);
+        i.into()
     }
     /// Add a string to the table, for [`StatChunk::push_str_at`]; returns its index.
     pub(crate) fn add_str(&mut self, s: Arc<str>) -> u32 {
@@ -326,7 +390,7 @@ impl StatChunk {
     /// stats repeating a string share one slot.
     pub(crate) fn push_str_at(&mut self, key: StatKey, index: u32) {
         debug_assert!((index as usize) < self.strs.len());
-        self.entries.push(Entry::Str(key, index));
+        self.entries.push(Entry::new(key, Kind::Str, index.into()));
     }
     /// Reserve room for `additional` more stats.
     pub(crate) fn reserve(&mut self, additional: usize) {
@@ -335,27 +399,29 @@ impl StatChunk {
     /// Release unused capacity (the chunk is complete).
     pub(crate) fn shrink_to_fit(&mut self) {
         self.entries.shrink_to_fit();
+        self.wide.shrink_to_fit();
         self.strs.shrink_to_fit();
         self.blobs.shrink_to_fit();
     }
     /// The value of `e` owned (strings and bytes shared, not copied).
     fn value(&self, e: &Entry) -> StatValue {
-        match *e {
-            Entry::Int(_, v) => StatValue::Int(v),
-            Entry::Uint(_, v) => StatValue::Uint(v),
-            Entry::Double(_, v) => StatValue::Double(v),
-            Entry::Str(_, i) => StatValue::Str(self.strs[i as usize].clone()),
-            Entry::Bytes(_, i) => StatValue::Bytes(self.blobs[i as usize].clone()),
+        match self.view(e).1 {
+            StatRef::Str(_) => StatValue::Str(self.strs[e.index()].clone()),
+            StatRef::Bytes(_) => StatValue::Bytes(self.blobs[e.index()].clone()),
+            v => v.to_owned_value(),
         }
     }
     fn view(&self, e: &Entry) -> (StatKey, StatRef<'_>) {
-        match *e {
-            Entry::Int(k, v) => (k, StatRef::Int(v)),
-            Entry::Uint(k, v) => (k, StatRef::Uint(v)),
-            Entry::Double(k, v) => (k, StatRef::Double(v)),
-            Entry::Str(k, i) => (k, StatRef::Str(&self.strs[i as usize])),
-            Entry::Bytes(k, i) => (k, StatRef::Bytes(&self.blobs[i as usize])),
-        }
+        let value = match e.kind {
+            Kind::Int => StatRef::Int(int_of_payload(e.payload())),
+            Kind::Uint => StatRef::Uint(e.payload()),
+            Kind::WideInt => StatRef::Int(self.wide[e.index()] as i64),
+            Kind::WideUint => StatRef::Uint(self.wide[e.index()]),
+            Kind::Double => StatRef::Double(f64::from_bits(self.wide[e.index()])),
+            Kind::Str => StatRef::Str(&self.strs[e.index()]),
+            Kind::Bytes => StatRef::Bytes(&self.blobs[e.index()]),
+        };
+        (e.key, value)
     }
 }
 
@@ -420,7 +486,7 @@ impl Stats {
     }
     /// The first stat with `key`.
     pub fn get(&self, key: StatKey) -> Option<StatRef<'_>> {
-        let e = self.entries().iter().find(|e| e.key() == key)?;
+        let e = self.entries().iter().find(|e| e.key == key)?;
         Some(self.chunk.as_deref()?.view(e).1)
     }
     pub fn u64(&self, key: StatKey) -> Option<u64> {
@@ -436,7 +502,7 @@ impl Stats {
         self.get(key).and_then(StatRef::as_str)
     }
     pub fn has(&self, key: StatKey) -> bool {
-        self.entries().iter().any(|e| e.key() == key)
+        self.entries().iter().any(|e| e.key == key)
     }
     pub fn push(&mut self, key: StatKey, value: StatValue) {
         let end = self.start as usize + self.len as usize;
@@ -452,7 +518,7 @@ impl Stats {
         let mut own = StatChunk::default();
         if let Some(c) = &self.chunk {
             for e in self.entries() {
-                own.push(e.key(), c.value(e));
+                own.push(e.key, c.value(e));
             }
         }
         own.push(key, value);
@@ -623,5 +689,96 @@ pub struct HostSpace {
 impl HostSpace {
     pub fn plane(&self, name: &str) -> Option<&Plane> {
         self.planes.iter().find(|p| p.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Values on both sides of every inline/table boundary of an entry.
+    fn edge_values() -> Vec<StatValue> {
+        let mut v = Vec::new();
+        for bits in [0u32, 1, 15, 16, 31, 32, 46, 47, 48, 49, 52, 53, 62, 63] {
+            let p = 1i64 << bits;
+            let n = p.wrapping_neg();
+            for x in [
+                p,
+                p.wrapping_sub(1),
+                p.wrapping_add(1),
+                n,
+                n.wrapping_sub(1),
+                n.wrapping_add(1),
+            ] {
+                v.push(StatValue::Int(x));
+                v.push(StatValue::Uint(x as u64));
+            }
+        }
+        for x in [i64::MIN, i64::MAX] {
+            v.push(StatValue::Int(x));
+        }
+        v.push(StatValue::Uint(u64::MAX));
+        let nan = f64::from_bits(0x7ff8_dead_beef_0001);
+        for x in [
+            0.0,
+            -0.0,
+            1.5,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            f64::INFINITY,
+            nan,
+        ] {
+            v.push(StatValue::Double(x));
+        }
+        v.push(StatValue::Str("".into()));
+        v.push(StatValue::Str("hlo_op".into()));
+        v.push(StatValue::Bytes(Arc::from(&[0u8, 255][..])));
+        v
+    }
+
+    #[test]
+    fn stored_stats_read_back_exactly() {
+        let keys = [StatKey::GroupId, StatKey::Flops, StatKey::HloOp];
+        let input: Vec<(StatKey, StatValue)> = edge_values()
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| (keys[i % keys.len()], v))
+            .collect();
+        let stats = Stats::from(input.clone());
+        assert_eq!(stats.len(), input.len());
+        for ((k, v), (sk, sv)) in input.iter().zip(stats.iter()) {
+            assert_eq!(*k, sk);
+            match (v, sv) {
+                // Bit for bit: -0.0 equals 0.0 and NaN equals nothing.
+                (StatValue::Double(a), StatRef::Double(b)) => assert_eq!(a.to_bits(), b.to_bits()),
+                _ => assert_eq!(v.as_ref(), sv),
+            }
+        }
+    }
+
+    #[test]
+    fn push_appends_in_place_or_copies_out_of_a_shared_chunk() {
+        let mut a = Stats::from(vec![(StatKey::HloOp, StatValue::Str("x".into()))]);
+        a.push(StatKey::Flops, StatValue::Uint(1 << 50));
+        let shared = a.clone();
+        a.push(StatKey::GroupId, StatValue::Int(-1));
+        assert_eq!(shared.len(), 2);
+        assert_eq!(
+            a.iter().collect::<Vec<_>>(),
+            vec![
+                (StatKey::HloOp, StatRef::Str("x")),
+                (StatKey::Flops, StatRef::Uint(1 << 50)),
+                (StatKey::GroupId, StatRef::Int(-1)),
+            ]
+        );
+    }
+
+    #[test]
+    fn events_take_the_aggregated_count_from_their_stats() {
+        let mut e = Event::default();
+        assert_eq!(e.num_occurrences(), 0);
+        e.stats
+            .push(StatKey::NumOccurrences, StatValue::Int(i64::MAX));
+        assert_eq!(e.num_occurrences(), i64::MAX);
     }
 }
