@@ -730,6 +730,29 @@ impl DurationGroup<'_> {
         }
         out
     }
+    /// The group's statistics ([`DurationStats::of_unsorted`]), computed on the 4-byte values
+    /// when every run kept its durations narrow. `None` when empty.
+    pub fn stats(mut self) -> Option<DurationStats> {
+        if !self
+            .chunks
+            .iter()
+            .all(|c| matches!(c, Durations::Narrow(_)))
+        {
+            return DurationStats::of_unsorted(self.into_values());
+        }
+        // Append the other chunks to the largest one, which keeps its buffer.
+        let biggest = (0..self.chunks.len()).max_by_key(|&i| self.chunks[i].len())?;
+        let Durations::Narrow(mut all) = self.chunks.swap_remove(biggest) else {
+            unreachable!("every chunk is narrow");
+        };
+        all.reserve_exact(self.chunks.iter().map(Durations::len).sum());
+        for c in &self.chunks {
+            if let Durations::Narrow(v) = c {
+                all.extend_from_slice(v);
+            }
+        }
+        DurationStats::of_unsorted_values(all)
+    }
     /// All durations, ascending.
     pub fn sorted(self) -> Vec<i64> {
         let values = self.into_values();
@@ -745,7 +768,7 @@ pub fn group_stats<'a>(
         .into_par_iter()
         .filter_map(|g| {
             let key = g.key;
-            Some((key, DurationStats::of_unsorted(g.into_values())?))
+            Some((key, g.stats()?))
         })
         .collect()
 }
@@ -868,15 +891,23 @@ impl DurationStats {
     /// standard deviation and order-statistic selection for the percentiles (the same
     /// percentiles as sorting; the deviation exact where the float sums of [`Self::of_sorted`]
     /// round). Falls back to sorting when the integer sums would overflow.
-    pub fn of_unsorted(mut v: Vec<i64>) -> Option<DurationStats> {
+    pub fn of_unsorted(v: Vec<i64>) -> Option<DurationStats> {
+        Self::of_unsorted_values(v)
+    }
+
+    /// [`Self::of_unsorted`] over durations of any integer width: a group whose durations all
+    /// fit in `u32` is summarised in the 4-byte values its runs collected, without widening
+    /// them into a second, twice as large buffer first.
+    pub fn of_unsorted_values<T: Copy + Ord + Into<i64>>(mut v: Vec<T>) -> Option<DurationStats> {
         if v.is_empty() {
             return None;
         }
         let n = v.len() as i128;
-        let (mut min, mut max) = (v[0], v[0]);
+        let (mut min, mut max) = (v[0].into(), v[0].into());
         let mut sum: i128 = 0;
         let mut sumsq: Option<i128> = Some(0);
         for &x in &v {
+            let x: i64 = x.into();
             min = min.min(x);
             max = max.max(x);
             sum += x as i128;
@@ -887,8 +918,10 @@ impl DurationStats {
             .and_then(|q| q.checked_mul(n))
             .and_then(|a| sum.checked_mul(sum).and_then(|b| a.checked_sub(b)));
         let Some(num) = num else {
-            sort_i64(&mut v);
-            return Self::of_sorted(&v);
+            let mut w: Vec<i64> = v.iter().map(|&x| x.into()).collect();
+            drop(v);
+            sort_i64(&mut w);
+            return Self::of_sorted(&w);
         };
         let total = clamp_sum(sum);
         let count = v.len();
@@ -917,6 +950,7 @@ impl DurationStats {
                 // The smallest value right of `lo` (all of them are >= lo_v).
                 v[lo + 1..].iter().copied().min().unwrap_or(lo_v)
             };
+            let (lo_v, hi_v): (i64, i64) = (lo_v.into(), hi_v.into());
             pct[k] = lo_v as f64 + (hi_v as f64 - lo_v as f64) * (pos - lo as f64);
             from = from.max(lo + 1);
         }
@@ -982,6 +1016,45 @@ mod tests {
         let mut all: Vec<i64> = values.to_vec();
         all.extend([7, 8]);
         assert_eq!(g.into_values(), all);
+    }
+
+    #[test]
+    fn a_narrow_group_has_the_statistics_of_its_widened_values() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for sizes in [vec![1usize], vec![5, 1, 9], vec![0, 300, 2_000, 17]] {
+            let chunks: Vec<Vec<u32>> = sizes
+                .iter()
+                .map(|&n| (0..n).map(|_| (next() % 5_000_000) as u32).collect())
+                .collect();
+            let group = |wide_last: bool| DurationGroup {
+                key: ("e", "", ""),
+                chunks: chunks
+                    .iter()
+                    .enumerate()
+                    .map(|(k, c)| {
+                        if wide_last && k + 1 == chunks.len() {
+                            Durations::Wide(c.iter().map(|&d| d as i64).collect())
+                        } else {
+                            Durations::Narrow(c.clone())
+                        }
+                    })
+                    .collect(),
+            };
+            let widened = DurationStats::of_unsorted(group(false).into_values());
+            assert_eq!(group(false).stats(), widened, "{sizes:?}");
+            assert_eq!(group(true).stats(), widened, "{sizes:?}");
+        }
+        let empty = DurationGroup {
+            key: ("e", "", ""),
+            chunks: vec![Durations::Narrow(Vec::new())],
+        };
+        assert_eq!(empty.stats(), None);
     }
 
     #[test]
