@@ -457,7 +457,7 @@ impl EventQuery<'_> {
             } else {
                 u32::MAX
             };
-            for (slot, durs) in r.groups {
+            for (slot, durs, sum) in r.groups {
                 let slot = slot as usize;
                 matched += durs.len();
                 let name_id = if by_event {
@@ -479,10 +479,12 @@ impl EventQuery<'_> {
                                 if by_line { line.name() } else { "" },
                             ),
                             chunks: Vec::new(),
+                            sum: 0,
                         });
                         out.len() - 1
                     });
                 out[g].chunks.push(durs);
+                out[g].sum += sum;
             }
         }
         (matched, out)
@@ -498,7 +500,10 @@ pub struct RunDurations {
     /// Slot → 1 + index into `groups` (0: none yet); runs are one line's events, which use
     /// few distinct names, so a dense table beats hashing.
     local: Vec<u32>,
-    groups: Vec<(u32, Durations)>,
+    /// (slot, durations, their exact sum): summed while scanning, in parallel, so the top-n
+    /// cut does not re-read every duration afterwards on one thread (one name often holds
+    /// most events).
+    groups: Vec<(u32, Durations, i128)>,
 }
 
 /// One group's durations as a run collects them: 4 bytes each while they fit in a `u32`
@@ -584,10 +589,12 @@ impl RunDurations {
         let g = &mut self.local[slot];
         if *g == 0 {
             self.groups
-                .push((slot as u32, Durations::Narrow(Vec::with_capacity(16))));
+                .push((slot as u32, Durations::Narrow(Vec::with_capacity(16)), 0));
             *g = self.groups.len() as u32;
         }
-        self.groups[*g as usize - 1].1.push(duration_ps);
+        let e = &mut self.groups[*g as usize - 1];
+        e.1.push(duration_ps);
+        e.2 += duration_ps as i128;
     }
 }
 
@@ -700,9 +707,16 @@ pub struct DurationGroup<'a> {
     /// The durations, as the runs collected them (concatenated only when sorted: copying
     /// them into one growing vector first cost more than the scan).
     pub chunks: Vec<Durations>,
+    /// The exact sum of the durations.
+    sum: i128,
 }
 
-impl DurationGroup<'_> {
+impl<'a> DurationGroup<'a> {
+    /// A group of `chunks` (their sum computed here).
+    pub fn new(key: (&'a str, &'a str, &'a str), chunks: Vec<Durations>) -> Self {
+        let sum = chunks.iter().map(Durations::sum).sum();
+        DurationGroup { key, chunks, sum }
+    }
     /// How many durations the group holds.
     pub fn len(&self) -> usize {
         self.chunks.iter().map(Durations::len).sum()
@@ -712,7 +726,7 @@ impl DurationGroup<'_> {
     }
     /// The sum of the durations ([`DurationStats::total`], without sorting them).
     pub fn total(&self) -> i64 {
-        clamp_sum(self.chunks.iter().map(Durations::sum).sum())
+        clamp_sum(self.sum)
     }
     /// All durations, in no particular order (the chunks concatenated, without copying a
     /// single chunk).
@@ -758,12 +772,6 @@ impl DurationGroup<'_> {
         let values = self.into_values();
         sorted_from_chunks(vec![values])
     }
-}
-
-/// Every group's [`DurationGroup::total`], groups in parallel (in the groups' order): summing
-/// every duration once more is worth spreading when a few groups hold millions of them.
-pub fn group_totals(groups: &[DurationGroup<'_>]) -> Vec<i64> {
-    groups.par_iter().map(DurationGroup::total).collect()
 }
 
 /// The statistics of every non-empty group, groups in parallel (in the groups' order).
@@ -1014,14 +1022,30 @@ mod tests {
         }
         assert_eq!(d.len(), values.len());
         assert_eq!(d.sum(), values.iter().map(|&x| x as i128).sum::<i128>());
-        let g = DurationGroup {
-            key: ("e", "", ""),
-            chunks: vec![d, Durations::Narrow(vec![7, 8])],
-        };
+        let g = DurationGroup::new(("e", "", ""), vec![d, Durations::Narrow(vec![7, 8])]);
         assert_eq!(g.total(), values.iter().sum::<i64>() + 15);
         let mut all: Vec<i64> = values.to_vec();
         all.extend([7, 8]);
         assert_eq!(g.into_values(), all);
+    }
+
+    #[test]
+    fn a_run_sums_each_slot_while_collecting_it() {
+        let values = [5i64, u32::MAX as i64 + 9, 7, -2, 1 << 40, 3];
+        let mut r = RunDurations::new(0, 0, 3);
+        for (k, &v) in values.iter().enumerate() {
+            r.push(k % 3, v);
+        }
+        assert_eq!(r.groups.len(), 3);
+        for (slot, durs, sum) in &r.groups {
+            let expect: i128 = values
+                .iter()
+                .enumerate()
+                .filter(|(k, _)| k % 3 == *slot as usize)
+                .map(|(_, &v)| v as i128)
+                .sum();
+            assert_eq!((*sum, durs.sum()), (expect, expect), "slot {slot}");
+        }
     }
 
     #[test]
@@ -1038,28 +1062,27 @@ mod tests {
                 .iter()
                 .map(|&n| (0..n).map(|_| (next() % 5_000_000) as u32).collect())
                 .collect();
-            let group = |wide_last: bool| DurationGroup {
-                key: ("e", "", ""),
-                chunks: chunks
-                    .iter()
-                    .enumerate()
-                    .map(|(k, c)| {
-                        if wide_last && k + 1 == chunks.len() {
-                            Durations::Wide(c.iter().map(|&d| d as i64).collect())
-                        } else {
-                            Durations::Narrow(c.clone())
-                        }
-                    })
-                    .collect(),
+            let group = |wide_last: bool| {
+                DurationGroup::new(
+                    ("e", "", ""),
+                    chunks
+                        .iter()
+                        .enumerate()
+                        .map(|(k, c)| {
+                            if wide_last && k + 1 == chunks.len() {
+                                Durations::Wide(c.iter().map(|&d| d as i64).collect())
+                            } else {
+                                Durations::Narrow(c.clone())
+                            }
+                        })
+                        .collect(),
+                )
             };
             let widened = DurationStats::of_unsorted(group(false).into_values());
             assert_eq!(group(false).stats(), widened, "{sizes:?}");
             assert_eq!(group(true).stats(), widened, "{sizes:?}");
         }
-        let empty = DurationGroup {
-            key: ("e", "", ""),
-            chunks: vec![Durations::Narrow(Vec::new())],
-        };
+        let empty = DurationGroup::new(("e", "", ""), vec![Durations::Narrow(Vec::new())]);
         assert_eq!(empty.stats(), None);
     }
 

@@ -1,5 +1,5 @@
 use serde_json::{Map, Value, json};
-use xprof_opstats::events::{group_stats, group_totals};
+use xprof_opstats::events::group_stats;
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
 use super::list_xplane_events::{EventFilter, one_host_path, reader_warnings};
@@ -96,7 +96,7 @@ impl Tool for AggregateXplaneEvents {
         // breaks ties on the rendered group, is the one computing all of them would give).
         let total = groups.len();
         let groups = if total > top_n {
-            let totals = group_totals(&groups);
+            let totals: Vec<i64> = groups.iter().map(|g| g.total()).collect();
             let mut t = totals.clone();
             let (_, cut, _) = t.select_nth_unstable_by(top_n - 1, |a, b| b.cmp(a));
             let cut = *cut;
