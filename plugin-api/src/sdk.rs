@@ -973,7 +973,16 @@ pub fn invoke_abi(
         invoke_json(krate, name, args_json, ctx_json)
     }));
     match r {
-        Ok(Ok(v)) => ROk(RString::from(v.to_string())),
+        // `serde_json::to_string` writes into a byte buffer; `Value`'s `Display` (`to_string`)
+        // goes through `fmt::Write` piece by piece, several times slower on large results.
+        Ok(Ok(v)) => match serde_json::to_string(&v) {
+            Ok(s) => ROk(RString::from(s)),
+            Err(e) => RErr(RString::from(
+                ToolError::internal(format!("tool `{name}`: result not serialisable: {e}"))
+                    .to_json()
+                    .to_string(),
+            )),
+        },
         Ok(Err(e)) => RErr(RString::from(e.to_json().to_string())),
         Err(_) => RErr(RString::from(
             ToolError::internal(format!("tool `{name}` panicked"))
