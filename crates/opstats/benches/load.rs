@@ -1,10 +1,8 @@
 //! In-process benchmark of loading a capture into the engine's model (divan):
 //! `load::load_host` (open and validate the XSpace, convert the planes the engine reads, decode
-//! the HLO modules) and dropping the model, on the inputs of `common`.
+//! the HLO modules) and dropping the model, on the inputs of `xprof_testkit::bench_inputs`.
 
-mod common;
-
-use common::{NAMES, input_files};
+use xprof_testkit::bench_inputs::{NAMES, input_files};
 
 fn main() {
     divan::main();

@@ -1,5 +1,5 @@
 //! In-process benchmark of the step database (divan): `steps::step_db` alone, on captures
-//! loaded once (the inputs of `common`).
+//! loaded once (the inputs of `xprof_testkit::bench_inputs`).
 
 use std::sync::OnceLock;
 
@@ -8,9 +8,7 @@ use xprof_opstats::model::{HostSpace, Plane};
 use xprof_opstats::opstats::device_planes;
 use xprof_opstats::steps::step_db;
 
-mod common;
-
-use common::{NAMES, input_files};
+use xprof_testkit::bench_inputs::{NAMES, input_files};
 
 fn main() {
     divan::main();

@@ -81,6 +81,8 @@
 
 #![warn(missing_docs)]
 
+pub mod bench_inputs;
+
 use prost::Message;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

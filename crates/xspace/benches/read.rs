@@ -3,43 +3,16 @@
 //! fields + every stat). Inputs: the seed capture from the corpus, and the large captures in
 //! `$XPROF_BENCH_DATA` (default `/work/bench-data`) when present — see `cargo xtask bench`.
 
-use std::path::PathBuf;
 use xprof_xspace::{XSpace, wire};
-
-fn inputs() -> Vec<(String, Vec<u8>)> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let corpus = std::env::var_os("XPROF_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("../shared"));
-    let data = std::env::var_os("XPROF_BENCH_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/work/bench-data"));
-    let candidates = [
-        (
-            "seed",
-            corpus.join("fixtures/seed-v6e/logdir/plugins/profile/testrun/host0.xplane.pb"),
-        ),
-        ("x200", data.join("seed_x200.xplane.pb")),
-        (
-            "jax-large",
-            data.join("jax-large/logdir/plugins/profile/transformer_train/host0.xplane.pb"),
-        ),
-    ];
-    candidates
-        .into_iter()
-        .filter_map(|(n, p)| std::fs::read(&p).ok().map(|b| (n.to_string(), b)))
-        .collect()
-}
 
 fn main() {
     divan::main();
 }
 
+/// The capture of input `name` (the table shared with the engine's benches), read into memory.
 fn input(name: &str) -> Option<Vec<u8>> {
-    inputs()
-        .into_iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, b)| b)
+    let (xplane, _) = xprof_testkit::bench_inputs::input_files(name)?;
+    std::fs::read(xplane).ok()
 }
 
 const NAMES: &[&str] = &["seed", "x200", "jax-large"];

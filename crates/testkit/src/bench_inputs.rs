@@ -1,9 +1,11 @@
-//! The benchmarks' inputs: the seed capture from the corpus (`$XPROF_CORPUS`, else `../shared`),
-//! the repository's JAX CPU fixture, and the large captures in `$XPROF_BENCH_DATA` (default
-//! `/work/bench-data`, see `docs/BENCHMARKS.md`); missing ones are skipped.
+//! The benchmarks' inputs, shared by the reader's and the engine's benches: the seed capture
+//! from the corpus (`$XPROF_CORPUS`, else `../shared`), the repository's JAX CPU fixture, and
+//! the large captures in `$XPROF_BENCH_DATA` (default `/work/bench-data`, see
+//! `docs/BENCHMARKS.md`); missing ones are skipped.
 
 use std::path::{Path, PathBuf};
 
+/// Every input, smallest first.
 pub const NAMES: &[&str] = &["seed", "jax-cpu", "x200", "jax-large"];
 
 /// The `.xplane.pb` and the `.hlo_proto.pb` files of input `name`, `None` when it is missing.
