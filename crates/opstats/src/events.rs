@@ -1012,6 +1012,16 @@ impl DurationStats {
 mod tests {
     use super::*;
 
+    /// A deterministic xorshift64 stream from `seed` (non-zero).
+    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
     #[test]
     fn durations_widen_on_the_first_value_past_u32_and_keep_order() {
         let values = [1i64, 2, u32::MAX as i64, u32::MAX as i64 + 1, -5, 3];
@@ -1050,13 +1060,7 @@ mod tests {
 
     #[test]
     fn a_narrow_group_has_the_statistics_of_its_widened_values() {
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         for sizes in [vec![1usize], vec![5, 1, 9], vec![0, 300, 2_000, 17]] {
             let chunks: Vec<Vec<u32>> = sizes
                 .iter()
@@ -1088,13 +1092,7 @@ mod tests {
 
     #[test]
     fn unsorted_statistics_agree_with_sorted_ones() {
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         for n in [1usize, 2, 3, 7, 10, 11, 100, 101, 999, 20_000] {
             for spread in [1u64, 7, 1_000, 1 << 40] {
                 let v: Vec<i64> = (0..n).map(|_| (next() % spread) as i64 - 3).collect();
@@ -1130,12 +1128,10 @@ mod tests {
     #[test]
     fn radix_sort_agrees_with_the_standard_sort() {
         // A deterministic mix of small, large, negative and extreme values.
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         let mut v: Vec<i64> = (0..50_000)
             .map(|i| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
+                let x = next();
                 match i % 5 {
                     0 => (x % 1000) as i64,
                     1 => x as i64,
