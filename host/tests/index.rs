@@ -76,6 +76,21 @@ impl Env {
         panic!("never served through the registry index: {args:?}");
     }
 
+    /// With the index just damaged: the call is served by the full load with `reference`'s
+    /// output, and the full load rewrote the index, so the next call goes through it. `what`
+    /// names the damage in failure messages.
+    fn falls_back_and_reindexes(&self, seed: &Path, reference: &Output, what: &str) {
+        let out = self.run(&["get_hosts"], &[seed]);
+        assert_eq!(loaded(&out).0, "full", "{what}");
+        same_output(&out, reference);
+        let out = self.run(&["get_hosts"], &[seed]);
+        assert_eq!(
+            loaded(&out),
+            ("index".into(), vec!["core".into()]),
+            "rewritten after {what}"
+        );
+    }
+
     fn file_of(&self, needle: &str) -> PathBuf {
         fs::read_dir(&self.plugins)
             .unwrap()
@@ -285,12 +300,7 @@ fn an_index_naming_the_wrong_plugin_or_a_corrupt_one_falls_back_to_the_full_load
     let owner = idx.names["get_hosts"]["plugin"].as_u64().unwrap();
     idx.names["get_hosts"]["plugin"] = Value::from(1 - owner);
     idx.write(&index);
-    let out = env.run(&["get_hosts"], &[&seed]);
-    assert_eq!(loaded(&out).0, "full");
-    same_output(&out, &reference);
-    // ... and the full load rewrote it.
-    let out = env.run(&["get_hosts"], &[&seed]);
-    assert_eq!(loaded(&out), ("index".into(), vec!["core".into()]));
+    env.falls_back_and_reindexes(&seed, &reference, "another plugin named");
 
     // The name's recorded descriptor is another tool's (of the same plugin): it does not
     // resolve the name to the tool the full load did.
@@ -306,27 +316,17 @@ fn an_index_naming_the_wrong_plugin_or_a_corrupt_one_falls_back_to_the_full_load
         .clone();
     idx.names["get_hosts"]["descriptor"] = other;
     idx.write(&index);
-    let out = env.run(&["get_hosts"], &[&seed]);
-    assert_eq!(loaded(&out).0, "full");
-    same_output(&out, &reference);
-    let out = env.run(&["get_hosts"], &[&seed]);
-    assert_eq!(loaded(&out).0, "index");
+    env.falls_back_and_reindexes(&seed, &reference, "another tool's descriptor");
 
     // The descriptors are cut off.
     let mut idx = IndexText::read(&index);
     idx.descriptors.clear();
     idx.write(&index);
-    let out = env.run(&["get_hosts"], &[&seed]);
-    assert_eq!(loaded(&out).0, "full");
-    same_output(&out, &reference);
+    env.falls_back_and_reindexes(&seed, &reference, "cut-off descriptors");
 
     for garbage in [&b""[..], b"{\"version\": 1", b"\x00\xff garbage"] {
         fs::write(&index, garbage).unwrap();
-        let out = env.run(&["get_hosts"], &[&seed]);
-        assert_eq!(loaded(&out).0, "full");
-        same_output(&out, &reference);
-        let out = env.run(&["get_hosts"], &[&seed]);
-        assert_eq!(loaded(&out).0, "index", "rewritten after {garbage:?}");
+        env.falls_back_and_reindexes(&seed, &reference, &format!("{garbage:?}"));
     }
 }
 
