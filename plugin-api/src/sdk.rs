@@ -910,13 +910,39 @@ pub fn validate_args(tool: &dyn Tool, args: &Map<String, Value>) -> Result<(), T
     Ok(())
 }
 
-/// Run a tool in-process and build the envelope. Used by the exported `invoke` and by tests.
-pub fn invoke_json(
+/// What a successful call produced: the tool's output and the inputs it read.
+pub struct Invoked {
+    pub output: ToolOutput,
+    pub inputs: Vec<Input>,
+}
+
+/// The envelope every frontend receives, borrowed from an [`Invoked`] so that serialising it
+/// writes the result once (a `json!` envelope would first copy the whole result into a new
+/// `Value`, which on a table-sized result cost as much as serialising it).
+#[derive(Serialize)]
+struct Envelope<'a> {
+    result: &'a Value,
+    content_type: &'a str,
+    inputs: &'a [Input],
+}
+
+impl Invoked {
+    fn envelope(&self) -> Envelope<'_> {
+        Envelope {
+            result: &self.output.value,
+            content_type: self.output.content_type.as_str(),
+            inputs: &self.inputs,
+        }
+    }
+}
+
+/// Run a tool in-process: validate the arguments, call it, catch its panics.
+pub fn invoke_tool(
     krate: &str,
     name: &str,
     args_json: &str,
     ctx_json: &str,
-) -> Result<Value, ToolError> {
+) -> Result<Invoked, ToolError> {
     install_quiet_panic_hook();
     let tool = tools(krate)
         .into_iter()
@@ -944,11 +970,10 @@ pub fn invoke_json(
     IN_INVOKE.with(|f| f.set(was_in_invoke));
 
     match outcome {
-        Ok(Ok(out)) => Ok(json!({
-            "result": out.value,
-            "content_type": out.content_type.as_str(),
-            "inputs": call.inputs(),
-        })),
+        Ok(Ok(output)) => Ok(Invoked {
+            output,
+            inputs: call.inputs().to_vec(),
+        }),
         Ok(Err(e)) => Err(e),
         Err(_) => {
             let msg = LAST_PANIC
@@ -961,6 +986,25 @@ pub fn invoke_json(
     }
 }
 
+/// Run a tool in-process and build the envelope as a value. Used by tests.
+pub fn invoke_json(
+    krate: &str,
+    name: &str,
+    args_json: &str,
+    ctx_json: &str,
+) -> Result<Value, ToolError> {
+    let done = invoke_tool(krate, name, args_json, ctx_json)?;
+    let inputs = serde_json::to_value(&done.inputs).unwrap_or_default();
+    let mut env = Map::new();
+    env.insert("result".into(), done.output.value);
+    env.insert(
+        "content_type".into(),
+        Value::from(done.output.content_type.as_str()),
+    );
+    env.insert("inputs".into(), inputs);
+    Ok(Value::Object(env))
+}
+
 #[doc(hidden)]
 pub fn invoke_abi(
     krate: &str,
@@ -970,19 +1014,19 @@ pub fn invoke_abi(
 ) -> RResult<RString, RString> {
     // Even serialisation runs under catch_unwind: nothing may unwind across the C ABI.
     let r = catch_unwind(AssertUnwindSafe(|| {
-        invoke_json(krate, name, args_json, ctx_json)
+        invoke_tool(krate, name, args_json, ctx_json)
+            // `serde_json::to_string` writes into a byte buffer; `Value`'s `Display`
+            // (`to_string`) goes through `fmt::Write` piece by piece, several times slower on
+            // large results.
+            .map(|done| serde_json::to_string(&done.envelope()))
     }));
     match r {
-        // `serde_json::to_string` writes into a byte buffer; `Value`'s `Display` (`to_string`)
-        // goes through `fmt::Write` piece by piece, several times slower on large results.
-        Ok(Ok(v)) => match serde_json::to_string(&v) {
-            Ok(s) => ROk(RString::from(s)),
-            Err(e) => RErr(RString::from(
-                ToolError::internal(format!("tool `{name}`: result not serialisable: {e}"))
-                    .to_json()
-                    .to_string(),
-            )),
-        },
+        Ok(Ok(Ok(s))) => ROk(RString::from(s)),
+        Ok(Ok(Err(e))) => RErr(RString::from(
+            ToolError::internal(format!("tool `{name}`: result not serialisable: {e}"))
+                .to_json()
+                .to_string(),
+        )),
         Ok(Err(e)) => RErr(RString::from(e.to_json().to_string())),
         Err(_) => RErr(RString::from(
             ToolError::internal(format!("tool `{name}` panicked"))
