@@ -3,6 +3,8 @@
 //! library errors (`kind()` and `hint()`) as [`ToolError`]s. Kept out of `xprof-plugin-api` so
 //! the ABI crate depends on no analysis code.
 
+pub mod pages;
+
 use xprof_capture::{CaptureError, Selector, Session};
 use xprof_plugin_api::{Call, ErrorKind, ToolError};
 
@@ -41,12 +43,24 @@ pub const SMALL_CAPTURE_BYTES: u64 = 4 << 20;
 /// In a one-shot CLI process, a small capture is analysed on the calling thread alone: the
 /// work takes about a millisecond, less than starting rayon's worker threads and waking them
 /// for each parallel step (measured: ~0.7 ms of a 5 ms call on a 1 MB capture, most of it
-/// workers spinning on a 2-core machine). Larger captures and long-lived frontends (MCP, whose
-/// next call may be large) keep rayon's default pool. The global pool is built once per
-/// process; if it exists already this changes nothing.
+/// workers spinning on a 2-core machine), and without transparent huge pages (see [`pages`]).
+/// Larger captures and long-lived frontends (MCP, whose next call may be large) keep rayon's
+/// default pool and get huge pages back. The global pool is built once per process; if it
+/// exists already this changes nothing.
 fn fit_threads(s: &Session, ctx: &serde_json::Value) {
-    if ctx.get("frontend").and_then(|f| f.as_str()) != Some("cli") {
+    if !is_small_cli_call(s, ctx) {
+        pages::allow_huge_pages();
         return;
+    }
+    let _ = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .use_current_thread()
+        .build_global();
+}
+
+fn is_small_cli_call(s: &Session, ctx: &serde_json::Value) -> bool {
+    if ctx.get("frontend").and_then(|f| f.as_str()) != Some("cli") {
+        return false;
     }
     let bytes: u64 = s
         .hosts
@@ -56,12 +70,7 @@ fn fit_threads(s: &Session, ctx: &serde_json::Value) {
         .filter_map(|p| std::fs::metadata(p).ok())
         .map(|m| m.len())
         .sum();
-    if bytes < SMALL_CAPTURE_BYTES {
-        let _ = rayon::ThreadPoolBuilder::new()
-            .num_threads(1)
-            .use_current_thread()
-            .build_global();
-    }
+    bytes < SMALL_CAPTURE_BYTES
 }
 
 #[cfg(test)]

@@ -28,3 +28,16 @@ mod tests {
 /// this library is loaded with dlopen, where the initial-exec TLS model may not fit.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Transparent huge pages wait until a call turns out not to be a small CLI one (see
+/// `xprof_plugin_support::pages`): run when the library is loaded, before mimalloc reserves
+/// its first arena.
+#[cfg(target_os = "linux")]
+#[used]
+#[unsafe(link_section = ".init_array")]
+static DEFER_HUGE_PAGES: extern "C" fn() = {
+    extern "C" fn defer() {
+        xprof_plugin_support::pages::defer_huge_pages();
+    }
+    defer
+};
