@@ -108,7 +108,9 @@ pub fn shape_bytes(s: &ShapeProto) -> f64 {
     }
 }
 
-const ELEMENTWISE: &[&str] = &[
+/// HLO opcodes that compute each output element from the same element of their operands (the
+/// `elementwise` category, fusion blockers, one FLOP per element in `estimated_flops`).
+pub const ELEMENTWISE: &[&str] = &[
     "abs",
     "add",
     "and",

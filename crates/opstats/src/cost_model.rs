@@ -40,54 +40,17 @@ pub struct HloCost {
 /// XLA `GpuHloCostAnalysis`'s default FLOPs per element of an elementwise op.
 pub const FLOPS_PER_ELEMENT: u64 = 3;
 
-const ELEMENTWISE: &[&str] = &[
-    "abs",
-    "add",
-    "and",
-    "atan2",
-    "cbrt",
-    "ceil",
-    "clamp",
-    "compare",
-    "complex",
-    "convert",
-    "cosine",
-    "divide",
-    "erf",
-    "exponential",
-    "exponential-minus-one",
-    "floor",
-    "imag",
-    "is-finite",
-    "log",
-    "log-plus-one",
-    "logistic",
-    "maximum",
-    "minimum",
-    "multiply",
-    "negate",
-    "not",
-    "or",
-    "popcnt",
-    "power",
-    "real",
-    "reduce-precision",
-    "remainder",
-    "round-nearest-afz",
-    "round-nearest-even",
-    "rsqrt",
-    "select",
-    "shift-left",
-    "shift-right-arithmetic",
-    "shift-right-logical",
-    "sign",
-    "sine",
-    "sqrt",
-    "subtract",
-    "tan",
-    "tanh",
-    "xor",
+/// The elementwise opcodes this model costs at [`FLOPS_PER_ELEMENT`]: the HLO model's
+/// elementwise opcodes (`xprof_hlo::query::ELEMENTWISE`) but these, which it leaves at zero.
+const NOT_COSTED_ELEMENTWISE: &[&str] = &[
+    "bitcast-convert",
+    "count-leading-zeros",
+    "stochastic-convert",
 ];
+
+fn costed_elementwise(op: &str) -> bool {
+    xprof_hlo::query::ELEMENTWISE.contains(&op) && !NOT_COSTED_ELEMENTWISE.contains(&op)
+}
 
 fn elements(s: &ShapeProto) -> u64 {
     if s.element_type == PrimitiveType::Tuple as i32 {
@@ -253,7 +216,7 @@ impl Ctx<'_, '_> {
                     .map_or(0, |s| elements(s).saturating_sub(out_elems));
                 calls.saturating_mul(self.called(ins, 0))
             }
-            o if ELEMENTWISE.contains(&o) => FLOPS_PER_ELEMENT.saturating_mul(elements(out)),
+            o if costed_elementwise(o) => FLOPS_PER_ELEMENT.saturating_mul(elements(out)),
             _ => 0,
         }
     }
@@ -352,6 +315,22 @@ mod tests {
             window_dilation: 1,
             base_dilation: 1,
             window_reversal: false,
+        }
+    }
+
+    #[test]
+    fn elementwise_ops_are_costed_per_element_except_the_free_ones() {
+        for op in ["add", "exponential", "select", "convert"] {
+            assert!(costed_elementwise(op), "{op}");
+        }
+        for op in [
+            "bitcast-convert",
+            "count-leading-zeros",
+            "stochastic-convert",
+            "copy",
+            "dot",
+        ] {
+            assert!(!costed_elementwise(op), "{op}");
         }
     }
 
