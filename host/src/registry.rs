@@ -742,11 +742,10 @@ impl Registry {
             RResult::ROk(s) => {
                 // The result stays text unless it needs parsing (see `ResultJson`); anything
                 // unusual about the envelope takes the general path below.
-                if let Ok(raw) = serde_json::from_str::<RawEnvelope>(s.as_str())
-                    && let Ok(result) = raw
+                if let Ok(raw) = serde_json::from_str::<RawEnvelope>(s.as_str()) {
+                    let result = raw
                         .result
-                        .map_or(Ok(ResultJson::from(Value::Null)), ResultJson::from_raw)
-                {
+                        .map_or(ResultJson::from(Value::Null), ResultJson::from_raw);
                     return Ok(Envelope {
                         content_type: raw
                             .content_type

@@ -204,7 +204,7 @@ impl Db {
             return Ok(None);
         }
         let (Ok(result), Ok(Value::Array(inputs))) = (
-            RawValue::from_string(result).and_then(ResultJson::from_raw),
+            RawValue::from_string(result).map(ResultJson::from_raw),
             serde_json::from_str::<Value>(&inputs),
         ) else {
             return Ok(None);
