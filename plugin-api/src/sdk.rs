@@ -8,6 +8,7 @@ use std::sync::Once;
 
 use abi_stable::std_types::{RErr, ROk, RResult, RString};
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::abi::PROTOCOL;
@@ -129,18 +130,46 @@ impl ContentType {
     }
 }
 
-/// What a tool returns on success.
+/// What a tool returns on success: a value, or (for results with many rows) the result
+/// already serialised by the tool ([`ToolOutput::serialize`]).
 #[derive(Clone, Debug)]
 pub struct ToolOutput {
+    /// The result (`Null` when it is in `serialized`).
     pub value: Value,
     pub content_type: ContentType,
+    /// The result as JSON text, written straight from the tool's own types.
+    pub serialized: Option<Box<RawValue>>,
 }
 
 impl ToolOutput {
-    pub fn json(value: Value) -> Self {
+    pub fn new(value: Value, content_type: ContentType) -> Self {
         ToolOutput {
             value,
+            content_type,
+            serialized: None,
+        }
+    }
+    pub fn json(value: Value) -> Self {
+        Self::new(value, ContentType::Json)
+    }
+    /// A JSON result serialised straight from a `Serialize` type. For results with many rows:
+    /// building a `Value` costs a `String` and a hashed map entry per field, and on a page of
+    /// 4000 events that was most of the call (20 M of 62 M instructions, then 14 M more to
+    /// serialise the `Value`).
+    pub fn serialize(result: &impl Serialize) -> Result<Self, ToolError> {
+        let raw = serde_json::value::to_raw_value(result)
+            .map_err(|e| ToolError::internal(format!("result not serialisable: {e}")))?;
+        Ok(ToolOutput {
+            value: Value::Null,
             content_type: ContentType::Json,
+            serialized: Some(raw),
+        })
+    }
+    /// The result as a value (a serialised result is parsed).
+    pub fn into_value(self) -> Value {
+        match self.serialized {
+            Some(raw) => serde_json::from_str(raw.get()).unwrap_or(Value::Null),
+            None => self.value,
         }
     }
     /// A text result: `{"format": format, "text": text, ..extra}`.
@@ -149,10 +178,7 @@ impl ToolOutput {
         obj.insert("format".into(), Value::from(format));
         obj.insert("text".into(), Value::from(text.into()));
         obj.extend(extra);
-        ToolOutput {
-            value: Value::Object(obj),
-            content_type: ContentType::Text,
-        }
+        Self::new(Value::Object(obj), ContentType::Text)
     }
     /// The structured "no data" answer: the input really lacks what `reason` names, and
     /// `capture_flags` says how to capture it next time. Not a failure (exit 0).
@@ -921,15 +947,25 @@ pub struct Invoked {
 /// `Value`, which on a table-sized result cost as much as serialising it).
 #[derive(Serialize)]
 struct Envelope<'a> {
-    result: &'a Value,
+    result: ResultRef<'a>,
     content_type: &'a str,
     inputs: &'a [Input],
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ResultRef<'a> {
+    Value(&'a Value),
+    Serialized(&'a RawValue),
 }
 
 impl Invoked {
     fn envelope(&self) -> Envelope<'_> {
         Envelope {
-            result: &self.output.value,
+            result: match &self.output.serialized {
+                Some(raw) => ResultRef::Serialized(raw),
+                None => ResultRef::Value(&self.output.value),
+            },
             content_type: self.output.content_type.as_str(),
             inputs: &self.inputs,
         }
@@ -995,12 +1031,10 @@ pub fn invoke_json(
 ) -> Result<Value, ToolError> {
     let done = invoke_tool(krate, name, args_json, ctx_json)?;
     let inputs = serde_json::to_value(&done.inputs).unwrap_or_default();
+    let content_type = done.output.content_type.as_str();
     let mut env = Map::new();
-    env.insert("result".into(), done.output.value);
-    env.insert(
-        "content_type".into(),
-        Value::from(done.output.content_type.as_str()),
-    );
+    env.insert("result".into(), done.output.into_value());
+    env.insert("content_type".into(), Value::from(content_type));
     env.insert("inputs".into(), inputs);
     Ok(Value::Object(env))
 }

@@ -75,6 +75,29 @@ pub fn with_capture(
     serde_json::Value::Object(m)
 }
 
+/// The fields every capture tool's result starts with, for results serialised from the
+/// tool's own types ([`xprof_plugin_api::ToolOutput::serialize`]): `#[serde(flatten)]` it
+/// first, as [`with_capture`] puts them first in a value.
+#[derive(serde::Serialize)]
+pub struct CaptureHeader {
+    capture: serde_json::Value,
+    run: String,
+}
+
+impl CaptureHeader {
+    pub fn new(s: &Session, used: &[&HostFile], warnings: &[String]) -> Self {
+        CaptureHeader {
+            capture: s.capture_block(used, warnings),
+            run: s.run.clone(),
+        }
+    }
+}
+
+/// Serialise a 64-bit id as a JSON string (ids do not fit a double).
+pub fn id_string<S: serde::Serializer>(id: &i64, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(id)
+}
+
 /// Flags that capture device op traces, for "no data" answers.
 pub const DEVICE_TRACE_FLAGS: &[&str] = &[
     "jax.profiler.trace(...) around device work (device tracer on)",

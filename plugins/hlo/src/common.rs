@@ -185,8 +185,8 @@ pub fn capture_text(
     o.insert("format".into(), format.into());
     o.insert("text".into(), text.into());
     o.extend(extra.into_iter().filter(|(k, _)| k != "capture"));
-    xprof_plugin_api::ToolOutput {
-        value: serde_json::Value::Object(o),
-        content_type: xprof_plugin_api::ContentType::Text,
-    }
+    xprof_plugin_api::ToolOutput::new(
+        serde_json::Value::Object(o),
+        xprof_plugin_api::ContentType::Text,
+    )
 }

@@ -1,10 +1,11 @@
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::json;
 use xprof_opstats::events::group_stats;
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
 use super::list_xplane_events::{EventFilter, one_host_path, reader_warnings};
+use crate::common::CaptureHeader;
 use crate::common::load_error;
-use crate::common::with_capture;
 
 pub struct AggregateXplaneEvents;
 register_tool!(AggregateXplaneEvents);
@@ -109,51 +110,86 @@ impl Tool for AggregateXplaneEvents {
         } else {
             groups
         };
-        let mut aggs: Vec<((i64, [&str; 3]), Value)> = group_stats(groups)
+        let mut aggs: Vec<Aggregate> = group_stats(groups)
             .into_iter()
-            .map(|((name, plane, line), st)| {
-                let mut m = Map::new();
-                if by_event {
-                    m.insert("event".into(), json!(name));
-                }
-                if by_plane {
-                    m.insert("plane".into(), json!(plane));
-                }
-                if by_line {
-                    m.insert("line".into(), json!(line));
-                }
-                m.insert("count".into(), json!(st.count));
-                m.insert("total_duration_ps".into(), json!(st.total));
-                m.insert("avg_duration_ps".into(), json!(st.mean));
-                m.insert("min_duration_ps".into(), json!(st.min));
-                m.insert("p50_duration_ps".into(), json!(st.p50));
-                m.insert("p90_duration_ps".into(), json!(st.p90));
-                m.insert("p99_duration_ps".into(), json!(st.p99));
-                m.insert("max_duration_ps".into(), json!(st.max));
-                m.insert("std_dev_ps".into(), json!(st.std_dev));
-                ((st.total, [name, plane, line]), Value::Object(m))
+            .map(|((name, plane, line), st)| Aggregate {
+                event: by_event.then_some(name),
+                plane: by_plane.then_some(plane),
+                line: by_line.then_some(line),
+                key: [name, plane, line],
+                count: st.count,
+                total_duration_ps: st.total,
+                avg_duration_ps: st.mean,
+                min_duration_ps: st.min,
+                p50_duration_ps: st.p50,
+                p90_duration_ps: st.p90,
+                p99_duration_ps: st.p99,
+                max_duration_ps: st.max,
+                std_dev_ps: st.std_dev,
             })
             .collect();
         // Deterministic order: total desc, then the group's key (event, plane, line), which is
         // unique per group.
-        aggs.sort_unstable_by(|((ta, ka), _), ((tb, kb), _)| tb.cmp(ta).then_with(|| ka.cmp(kb)));
-        let mut body = Map::new();
-        body.insert("total_event_types".into(), json!(total));
-        body.insert("total_matched".into(), json!(matched));
-        body.insert("events_scanned".into(), json!(scanned));
-        body.insert("returned".into(), json!(total.min(top_n)));
-        body.insert("truncated".into(), json!(total > top_n));
-        body.insert("shown".into(), json!(total.min(top_n)));
-        body.insert(
-            "aggregates".into(),
-            Value::Array(aggs.into_iter().take(top_n).map(|x| x.1).collect()),
-        );
-        if total > top_n {
-            body.insert(
-                "note".into(),
-                json!(format!("Truncated to top {top_n} by total duration. Use event_regex to filter or increase top_n.")),
-            );
-        }
-        Ok(with_capture(&s, &[&s.hosts[idx]], &reader_warnings(&space), body).into())
+        aggs.sort_unstable_by(|a, b| {
+            b.total_duration_ps
+                .cmp(&a.total_duration_ps)
+                .then_with(|| a.key.cmp(&b.key))
+        });
+        aggs.truncate(top_n);
+        let shown = total.min(top_n);
+        ToolOutput::serialize(&Aggregates {
+            header: CaptureHeader::new(&s, &[&s.hosts[idx]], &reader_warnings(&space)),
+            total_event_types: total,
+            total_matched: matched,
+            events_scanned: scanned,
+            returned: shown,
+            truncated: total > top_n,
+            shown,
+            aggregates: aggs,
+            note: (total > top_n).then(|| {
+                format!(
+                    "Truncated to top {top_n} by total duration. Use event_regex to filter or increase top_n."
+                )
+            }),
+        })
     }
+}
+
+/// The result (serialised straight from these types: see `ToolOutput::serialize`).
+#[derive(Serialize)]
+struct Aggregates<'a> {
+    #[serde(flatten)]
+    header: CaptureHeader,
+    total_event_types: usize,
+    total_matched: usize,
+    events_scanned: usize,
+    returned: usize,
+    truncated: bool,
+    shown: usize,
+    aggregates: Vec<Aggregate<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
+}
+
+/// One group: its key parts as `group_by` asks, then its duration statistics.
+#[derive(Serialize)]
+struct Aggregate<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    event: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    plane: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    line: Option<&'a str>,
+    /// (event, plane, line) with the parts not grouped by empty: the tie-break of the order.
+    #[serde(skip)]
+    key: [&'a str; 3],
+    count: usize,
+    total_duration_ps: i64,
+    avg_duration_ps: f64,
+    min_duration_ps: i64,
+    p50_duration_ps: f64,
+    p90_duration_ps: f64,
+    p99_duration_ps: f64,
+    max_duration_ps: i64,
+    std_dev_ps: f64,
 }

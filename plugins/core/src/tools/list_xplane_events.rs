@@ -1,11 +1,12 @@
 use regex::Regex;
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::json;
 use xprof_opstats::events::EventQuery;
 use xprof_opstats::filter::{Filter, Matcher};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 use xprof_xspace::XSpace;
 
-use crate::common::{load_error, selected_hosts, session, with_capture};
+use crate::common::{CaptureHeader, id_string, load_error, selected_hosts, session};
 
 pub struct ListXplaneEvents;
 register_tool!(ListXplaneEvents);
@@ -260,24 +261,49 @@ impl Tool for ListXplaneEvents {
             .with_query(|q| q.open_counted(&path, &Default::default()))
             .map_err(|e| load_error(xprof_opstats::load::LoadError::from(e)))?;
         let (matched, hits) = filter.with_query(|q| q.page_counted(&space, counts, skip, max));
-        let events: Vec<Value> = hits
-            .iter()
-            .map(|h| {
-                json!({
-                    "plane": h.plane, "line": h.line, "line_id": h.line_id.to_string(),
-                    "event": h.name, "offset_ps": h.offset_ps, "start_ps": h.start_ps,
-                    "duration_ps": h.duration_ps,
+        let n = hits.len();
+        ToolOutput::serialize(&EventPage {
+            header: CaptureHeader::new(&s, &[&s.hosts[idx]], &reader_warnings(&space)),
+            events: hits
+                .iter()
+                .map(|h| EventRow {
+                    plane: h.plane,
+                    line: h.line,
+                    line_id: h.line_id,
+                    event: h.name,
+                    offset_ps: h.offset_ps,
+                    start_ps: h.start_ps,
+                    duration_ps: h.duration_ps,
                 })
-            })
-            .collect();
-        let mut body = Map::new();
-        let n = events.len();
-        body.insert("events".into(), Value::Array(events));
-        body.insert("total_matched".into(), json!(matched));
-        body.insert("returned".into(), json!(n));
-        body.insert("truncated".into(), json!(skip + n < matched));
-        Ok(with_capture(&s, &[&s.hosts[idx]], &reader_warnings(&space), body).into())
+                .collect(),
+            total_matched: matched,
+            returned: n,
+            truncated: skip + n < matched,
+        })
     }
+}
+
+/// A page of events (serialised straight from these types: see `ToolOutput::serialize`).
+#[derive(Serialize)]
+struct EventPage<'a> {
+    #[serde(flatten)]
+    header: CaptureHeader,
+    events: Vec<EventRow<'a>>,
+    total_matched: usize,
+    returned: usize,
+    truncated: bool,
+}
+
+#[derive(Serialize)]
+struct EventRow<'a> {
+    plane: &'a str,
+    line: &'a str,
+    #[serde(serialize_with = "id_string")]
+    line_id: i64,
+    event: &'a str,
+    offset_ps: i64,
+    start_ps: i64,
+    duration_ps: i64,
 }
 
 #[cfg(test)]
