@@ -618,10 +618,23 @@ fn frame_line(buf: &[u8], (s, e): Span, plane_ctx: &str, li: usize) -> Result<Li
     let mut chunks: Vec<(usize, usize)> = vec![(s, 0)];
     let mut l = LinePart::default();
     let mut p = s;
+    // A chunk ends before the first field that starts at or past `chunk_full`.
+    let mut chunk_full = if chunked {
+        s + LINE_CHUNK_BYTES
+    } else {
+        usize::MAX
+    };
     while p < e {
-        if chunked && p - chunks[chunks.len() - 1].0 >= LINE_CHUNK_BYTES {
+        if p >= chunk_full {
             chunks.push((p, l.num_events));
+            chunk_full = p + LINE_CHUNK_BYTES;
         }
+        let stop = e.min(chunk_full);
+        (p, l.num_events) = frame_events(buf, p, stop, e, l.num_events);
+        if p >= stop {
+            continue;
+        }
+        // Anything the hot loop left: a longer length, a truncated event, the line's fields.
         if buf[p] == 0x22 {
             p = len_field(buf, p, e).ctx(ctx)?.1;
             l.num_events += 1;
@@ -645,6 +658,39 @@ fn frame_line(buf: &[u8], (s, e): Span, plane_ctx: &str, li: usize) -> Result<Li
         num_events: l.num_events,
         chunks,
     })
+}
+
+/// Skip the events from `p` while they start before `stop` and their length takes one or two
+/// bytes and stays within `e` (the line's end); returns the position reached and `n` plus the
+/// events skipped. It stops, without judging it, at anything else (a line field, a longer or
+/// malformed length), which the caller frames with the checking path. The hot loop of framing:
+/// a tag test and a length per event.
+#[inline(always)]
+fn frame_events(buf: &[u8], mut p: usize, stop: usize, e: usize, mut n: usize) -> (usize, usize) {
+    let b = &buf[..e];
+    // Tag, length and the length's possible second byte are all before `e` when p + 3 <= e.
+    let stop = stop.min(e.saturating_sub(2));
+    while p < stop {
+        let (tag, l0) = (b[p], b[p + 1]);
+        if tag != 0x22 {
+            break;
+        }
+        let next = if l0 < 0x80 {
+            p + 2 + l0 as usize
+        } else {
+            let l1 = b[p + 2];
+            if l1 >= 0x80 {
+                break;
+            }
+            p + 3 + ((l0 & 0x7f) as usize | (l1 as usize) << 7)
+        };
+        if next > e {
+            break;
+        }
+        p = next;
+        n += 1;
+    }
+    (p, n)
 }
 
 fn parse_stat_metadata(buf: &[u8], (s, e): Span) -> WireResult<StatMetaData> {
@@ -734,43 +780,25 @@ fn dedupe_by_key<T>(mut v: Vec<T>, key: impl Fn(&T) -> i64) -> (Vec<T>, IdIndex,
     (v, index, dups)
 }
 
-fn parse_plane(
-    buf: &[u8],
-    (s, e): Span,
-    pi: usize,
-    diags: &mut Vec<String>,
-    defer: bool,
-) -> Result<PlaneData, Located> {
-    let ctx = format!("XSpace.planes[{pi}]");
-    let mut id = 0;
-    let mut name = EMPTY;
-    let mut line_spans = Vec::new();
-    let mut em_spans = Vec::new();
-    let mut sm_spans = Vec::new();
-    let mut stats = Vec::new();
-    for f in Fields::new(buf, s, e) {
-        let f = f.ctx(|| ctx.clone())?;
-        let r: WireResult<()> = (|| {
-            match f.number {
-                1 => id = i(f.varint("id")?),
-                2 => name = f.string(buf, "name")?,
-                3 => line_spans.push(f.len("lines")?),
-                4 => em_spans.push(f.len("event_metadata")?),
-                5 => sm_spans.push(f.len("stat_metadata")?),
-                6 => {
-                    let sp = f.len("stats")?;
-                    validate_stat(buf, sp.0, sp.1)?;
-                    stats.push(sp);
-                }
-                _ => {}
-            }
-            Ok(())
-        })();
-        r.ctx(|| ctx.clone())?;
-    }
-    let plane_name = std::str::from_utf8(&buf[name.0..name.1]).unwrap_or("");
-    let named = format!("{ctx} ('{plane_name}')");
+/// A plane's metadata maps, indexed, with the diagnostics they gave.
+struct PlaneMeta {
+    stat_metadata: Vec<StatMetaData>,
+    stat_index: IdIndex,
+    event_metadata: Vec<MetaData>,
+    event_index: IdIndex,
+    stat_by_name: NameMap,
+    diags: Vec<String>,
+}
 
+/// Parse and index the plane's stat and event metadata (`named`: the plane's context).
+fn plane_metadata(
+    buf: &[u8],
+    named: &str,
+    plane_name: &str,
+    sm_spans: &[Span],
+    em_spans: &[Span],
+) -> Result<PlaneMeta, Located> {
+    let mut diags = Vec::new();
     let sms = sm_spans
         .iter()
         .enumerate()
@@ -822,17 +850,118 @@ fn parse_plane(
         ));
     }
 
-    let lines = line_spans
-        .par_iter()
+    Ok(PlaneMeta {
+        stat_metadata,
+        stat_index,
+        event_metadata,
+        event_index,
+        stat_by_name,
+        diags,
+    })
+}
+
+/// `f` over every line, results in line order. Lines of 1 MiB or more go first, largest first
+/// and each on its own (rayon, FIFO): a huge line framed last, or two queued behind each other
+/// on one thread, would leave the other threads idle (most of a capture's events may be on a
+/// few lines). The other lines follow as one parallel job.
+fn for_lines<R: Send>(spans: &[Span], f: impl Fn(usize, Span) -> R + Sync) -> Vec<R> {
+    let size = |li: usize| spans[li].1 - spans[li].0;
+    if spans.iter().all(|(s, e)| e - s < LINE_CHUNK_BYTES) {
+        return spans
+            .par_iter()
+            .enumerate()
+            .map(|(li, sp)| f(li, *sp))
+            .collect();
+    }
+    let mut out: Vec<Option<R>> = (0..spans.len()).map(|_| None).collect();
+    let (mut big, mut small): (Vec<_>, Vec<_>) = out
+        .iter_mut()
         .enumerate()
-        .map(|(li, sp)| {
-            if defer {
-                frame_line(buf, *sp, &named, li).map(|l| (l, 0))
-            } else {
-                parse_line(buf, *sp, &named, li, &event_index)
+        .partition(|(li, _)| size(*li) >= LINE_CHUNK_BYTES);
+    big.sort_by_key(|(li, _)| std::cmp::Reverse(size(*li)));
+    let f = &f;
+    rayon::scope_fifo(|sc| {
+        for (li, slot) in big {
+            sc.spawn_fifo(move |_| *slot = Some(f(li, spans[li])));
+        }
+        if !small.is_empty() {
+            sc.spawn_fifo(move |_| {
+                small
+                    .par_iter_mut()
+                    .for_each(|(li, slot)| **slot = Some(f(*li, spans[*li])))
+            });
+        }
+    });
+    out.into_iter()
+        .map(|r| r.expect("every line was visited"))
+        .collect()
+}
+
+fn parse_plane(
+    buf: &[u8],
+    (s, e): Span,
+    pi: usize,
+    diags: &mut Vec<String>,
+    defer: bool,
+) -> Result<PlaneData, Located> {
+    let ctx = format!("XSpace.planes[{pi}]");
+    let mut id = 0;
+    let mut name = EMPTY;
+    let mut line_spans = Vec::new();
+    let mut em_spans = Vec::new();
+    let mut sm_spans = Vec::new();
+    let mut stats = Vec::new();
+    for f in Fields::new(buf, s, e) {
+        let f = f.ctx(|| ctx.clone())?;
+        let r: WireResult<()> = (|| {
+            match f.number {
+                1 => id = i(f.varint("id")?),
+                2 => name = f.string(buf, "name")?,
+                3 => line_spans.push(f.len("lines")?),
+                4 => em_spans.push(f.len("event_metadata")?),
+                5 => sm_spans.push(f.len("stat_metadata")?),
+                6 => {
+                    let sp = f.len("stats")?;
+                    validate_stat(buf, sp.0, sp.1)?;
+                    stats.push(sp);
+                }
+                _ => {}
             }
-        })
-        .collect::<Vec<_>>();
+            Ok(())
+        })();
+        r.ctx(|| ctx.clone())?;
+    }
+    let plane_name = std::str::from_utf8(&buf[name.0..name.1]).unwrap_or("");
+    let named = format!("{ctx} ('{plane_name}')");
+    let meta = || plane_metadata(buf, &named, plane_name, &sm_spans, &em_spans);
+    let (meta, lines) = if defer {
+        // Framing needs nothing from the metadata: both at once. A metadata error is still
+        // the one reported, as when the metadata was parsed first.
+        let (lines, meta) = rayon::join(
+            || {
+                for_lines(&line_spans, |li, sp| {
+                    frame_line(buf, sp, &named, li).map(|l| (l, 0))
+                })
+            },
+            meta,
+        );
+        (meta?, lines)
+    } else {
+        let meta = meta()?;
+        let lines = for_lines(&line_spans, |li, sp| {
+            parse_line(buf, sp, &named, li, &meta.event_index)
+        });
+        (meta, lines)
+    };
+    let PlaneMeta {
+        stat_metadata,
+        stat_index,
+        event_metadata,
+        event_index,
+        stat_by_name,
+        diags: meta_diags,
+    } = meta;
+    diags.extend(meta_diags);
     let lines = first_error(lines)?;
     let missing: usize = lines.iter().map(|(_, m)| m).sum();
     if missing > 0 {
@@ -1840,5 +1969,104 @@ mod tests {
         check::<super::Event<'_>>();
         check::<super::Stat<'_>>();
         check::<super::EventMetadata<'_>>();
+    }
+
+    /// `tag`, varint `len`: a length-delimited field's header.
+    fn header(out: &mut Vec<u8>, tag: u8, len: usize) {
+        out.push(tag);
+        let mut n = len;
+        while n >= 0x80 {
+            out.push(n as u8 | 0x80);
+            n >>= 7;
+        }
+        out.push(n as u8);
+    }
+
+    /// A line of `bytes` or more: events whose length takes one, two and three bytes (`pad`
+    /// gives the padding of the `k`th), and the line's own fields between them when `fields`.
+    /// Also where each event's tag is.
+    fn line(bytes: usize, fields: bool, pad: impl Fn(u64) -> usize) -> (Vec<u8>, Vec<usize>) {
+        let (mut out, mut tags) = (Vec::new(), Vec::new());
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut k = 0u64;
+        while out.len() < bytes {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            k += 1;
+            if fields && x.is_multiple_of(100) {
+                // name, timestamp_ns
+                header(&mut out, 0x12, 3);
+                out.extend(b"abc");
+                out.extend([0x18, (k % 100) as u8]);
+                continue;
+            }
+            // Event: metadata_id, duration_ps, then an unknown field padding it to size.
+            let pad = pad(x);
+            let mut ev = vec![0x08, (k % 5) as u8, 0x18, 7];
+            header(&mut ev, 0x7a, pad);
+            ev.resize(ev.len() + pad, 0);
+            tags.push(out.len());
+            header(&mut out, 0x22, ev.len());
+            out.extend(ev);
+        }
+        (out, tags)
+    }
+
+    /// Framing a line (tags and lengths only) finds what the validating parse finds: events,
+    /// chunks, the line's fields, and on a line cut short the same error.
+    #[test]
+    fn framing_a_line_agrees_with_parsing_it() {
+        let index = super::IdIndex::build([0i64, 1, 2, 3, 4].into_iter());
+        let mixed = |x: u64| match x % 1000 {
+            0..=799 => (x % 40) as usize,
+            800..=979 => 130 + (x % 2000) as usize,
+            _ => 16_400 + (x % 3000) as usize,
+        };
+        // Events of 16 and 1024 bytes: one starts exactly where each chunk is full.
+        let lines = [
+            line(3 << 20, true, mixed),
+            line(3 << 20, false, |_| 8),
+            line(3 << 20, false, |_| 1014),
+            line(100 << 10, true, mixed),
+        ];
+        for (li, (whole, tags)) in lines.iter().enumerate() {
+            let n = whole.len();
+            // Whole; cut inside an event's tag, length or payload, or just before its end.
+            let mut cuts = vec![n, 1, 2, 3];
+            for k in (0..tags.len()).step_by(tags.len() / 50 + 1) {
+                let (t, next) = (tags[k], tags.get(k + 1).copied().unwrap_or(n));
+                cuts.extend([t + 1, t + 2, t + 3, (t + next) / 2, next - 1]);
+            }
+            for cut in cuts {
+                let buf = &whole[..cut];
+                let framed = super::frame_line(buf, (0, cut), "p", 0);
+                let parsed = super::parse_line(buf, (0, cut), "p", 0, &index).map(|(l, _)| l);
+                let what = format!("line {li} cut at {cut} of {n}");
+                match (framed, parsed) {
+                    (Ok(a), Ok(b)) => {
+                        assert_eq!(a.num_events, b.num_events, "{what}");
+                        assert_eq!(a.chunks, b.chunks, "{what}");
+                        assert_eq!(
+                            (a.name, a.timestamp_ns, a.msg),
+                            (b.name, b.timestamp_ns, b.msg),
+                            "{what}"
+                        );
+                        if cut == n && n > 2 << 20 {
+                            assert!(a.chunks.len() >= 3, "{what}: {} chunks", a.chunks.len());
+                        }
+                        if cut == n && li > 0 && li < 3 {
+                            assert_eq!(a.chunks[1].0, 1 << 20, "{what}");
+                        }
+                    }
+                    (Err(a), Err(b)) => assert_eq!(
+                        (a.err.offset, a.err.kind.to_string(), a.context),
+                        (b.err.offset, b.err.kind.to_string(), b.context),
+                        "{what}"
+                    ),
+                    (a, b) => panic!("{what}: framed {:?}, parsed {:?}", a.is_ok(), b.is_ok()),
+                }
+            }
+        }
     }
 }

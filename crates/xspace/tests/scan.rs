@@ -232,3 +232,246 @@ fn open_scan_errors_name_the_file_and_offset() {
         Err(XSpaceError::Io { .. })
     ));
 }
+
+/// `tag` + varint length + `payload`: one length-delimited field.
+fn len_delimited(tag: u8, payload: &[u8]) -> Vec<u8> {
+    let mut out = vec![tag];
+    let mut n = payload.len() as u64;
+    while n >= 0x80 {
+        out.push(n as u8 | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+    out.extend_from_slice(payload);
+    out
+}
+
+/// A plane whose lines are laid out field by field: two huge lines (several 1 MiB chunks)
+/// between small ones, their events' lengths taking one, two and three bytes, and the line's
+/// own fields (repeated: the last wins) between the events. Also where each event's tag is
+/// (events numbered over the whole capture).
+fn mixed_huge_lines() -> (Vec<u8>, Vec<usize>) {
+    let template = XSpaceBuilder::new()
+        .plane("/host:CPU", |p| {
+            p.line("t", |l| {
+                l.event("alpha_event", 0, 1)
+                    .stat("k", 1i64)
+                    .stat("note", "x")
+                    .event("beta_event", 0, 1)
+            })
+        })
+        .build();
+    let mut plane = template.planes[0].clone();
+    let t = plane.lines.remove(0);
+    let (a, b) = (t.events[0].metadata_id, t.events[1].metadata_id);
+    let (k_id, note_id) = (
+        t.events[0].stats[0].metadata_id,
+        t.events[0].stats[1].metadata_id,
+    );
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut k = 0i64;
+    // Per line: the offsets of its events' tags in the line.
+    let mut tags: Vec<Vec<usize>> = Vec::new();
+    let mut line = |bytes: usize, name: &str| -> Vec<u8> {
+        let mut at = Vec::new();
+        let mut out = pb::XLine {
+            id: 7,
+            name: name.to_string(),
+            timestamp_ns: 1,
+            ..Default::default()
+        }
+        .encode_to_vec();
+        while out.len() < bytes {
+            let r = next() % 1000;
+            if r >= 990 {
+                // The line's own fields, between events.
+                out.extend(
+                    pb::XLine {
+                        name: format!("{name}/{k}"),
+                        timestamp_ns: k + 2,
+                        display_name: format!("d{k}"),
+                        duration_ps: k,
+                        ..Default::default()
+                    }
+                    .encode_to_vec(),
+                );
+                continue;
+            }
+            // Mostly one-byte lengths; some two-byte (> 127) and three-byte (> 16383) ones.
+            let pad = match r {
+                0..=799 => 0,
+                800..=979 => 150 + (next() % 3000) as usize,
+                _ => 17_000 + (next() % 5000) as usize,
+            };
+            let note = format!("s{k:07}{}", "x".repeat(pad));
+            let stat = |metadata_id, value| pb::XStat {
+                metadata_id,
+                value: Some(value),
+            };
+            use pb::x_stat::Value;
+            let ev = pb::XEvent {
+                metadata_id: if k % 3 == 0 { a } else { b },
+                data: Some(pb::x_event::Data::OffsetPs(k * 10)),
+                duration_ps: k % 7,
+                stats: vec![
+                    stat(k_id, Value::Int64Value(k)),
+                    stat(note_id, Value::StrValue(note)),
+                ],
+            };
+            at.push(out.len());
+            out.extend(len_delimited(0x22, &ev.encode_to_vec()));
+            k += 1;
+        }
+        tags.push(at);
+        out
+    };
+    let lines = [
+        line(300, "small0"),
+        line(3 << 20, "huge1"),
+        line(40 << 10, "small2"),
+        line(5 << 20, "huge3"),
+        line(200, "small4"),
+    ];
+    let mut plane_bytes = plane.encode_to_vec();
+    let mut events = Vec::new();
+    for (l, at) in lines.iter().zip(&tags) {
+        let field = len_delimited(0x1a, l);
+        let start = plane_bytes.len() + field.len() - l.len();
+        events.extend(at.iter().map(|a| start + a));
+        plane_bytes.extend(field);
+    }
+    let space = len_delimited(0x0a, &plane_bytes);
+    let header = space.len() - plane_bytes.len();
+    (space, events.into_iter().map(|a| header + a).collect())
+}
+
+/// The position of the string stat (`s{k:07}…`) of the event whose tag is at `tag`.
+fn note_of_event(bytes: &[u8], tag: usize, k: usize) -> usize {
+    let needle = format!("s{k:07}");
+    tag + bytes[tag..]
+        .windows(needle.len())
+        .position(|w| w == needle.as_bytes())
+        .unwrap_or_else(|| panic!("no event {k}"))
+}
+
+#[test]
+fn open_scan_frames_huge_lines_of_every_length_and_field_like_open() {
+    let (bytes, _) = mixed_huge_lines();
+    assert_same(&bytes, &[], "mixed huge lines");
+    // The runs are the chunks `open` validates: same boundaries, in order.
+    let opts = ReadOptions::default();
+    let open = XSpace::from_bytes_named(bytes.clone(), "cap", &opts).unwrap();
+    let (scan, scanned) =
+        XSpace::from_bytes_scan(bytes.clone(), "cap", &opts, &Collect { skip: &[] }).unwrap();
+    let runs = |s: &XSpace| -> Vec<Vec<usize>> {
+        let p = s.planes().next().unwrap();
+        p.lines()
+            .map(|l| l.event_runs().iter().map(|r| r.len()).collect())
+            .collect()
+    };
+    let (a, b) = (runs(&open), runs(&scan));
+    assert_eq!(a, b);
+    assert!(a[1].len() >= 3 && a[3].len() >= 5, "{a:?}");
+    let per_run: Vec<usize> = scanned.iter().map(|s| s.acc.len()).collect();
+    assert_eq!(per_run, a.concat());
+    // Line headers merge in file order (the last of a repeated field wins), as prost does.
+    let theirs = pb::XSpace::decode(bytes.as_slice()).unwrap();
+    for (l, tl) in scan
+        .planes()
+        .next()
+        .unwrap()
+        .lines()
+        .zip(&theirs.planes[0].lines)
+    {
+        assert_eq!(
+            (
+                l.name(),
+                l.display_name(),
+                l.timestamp_ns(),
+                l.duration_ps()
+            ),
+            (
+                tl.name.as_str(),
+                tl.display_name.as_str(),
+                tl.timestamp_ns,
+                tl.duration_ps
+            )
+        );
+    }
+}
+
+#[test]
+fn open_scan_reports_the_first_error_in_file_order_across_huge_lines() {
+    let (bytes, tags) = mixed_huge_lines();
+    let (space, _) = XSpace::from_bytes_scan(
+        bytes.clone(),
+        "cap",
+        &ReadOptions::default(),
+        &Collect { skip: &[] },
+    )
+    .unwrap();
+    let lines: Vec<Line<'_>> = space.planes().next().unwrap().lines().collect();
+    // The number (over the capture) of each line's first event.
+    let before: Vec<usize> = lines
+        .iter()
+        .scan(0, |n, l| {
+            let b = *n;
+            *n += l.num_events();
+            Some(b)
+        })
+        .collect();
+    assert_eq!(tags.len(), before[4] + lines[4].num_events());
+    let late_in = |li: usize| before[li] + lines[li].num_events() * 9 / 10;
+    let strict = ReadOptions {
+        strict: true,
+        no_mmap: true,
+        planes: None,
+    };
+    let bad_utf8 = |bytes: &mut Vec<u8>, k: usize| {
+        let at = note_of_event(bytes, tags[k], k);
+        bytes[at + 1] = 0xff;
+    };
+    let strict_error = |bytes: &[u8]| {
+        XSpace::from_bytes_scan(bytes.to_vec(), "cap", &strict, &Collect { skip: &[] })
+            .map(|_| ())
+            .unwrap_err()
+            .to_string()
+    };
+    // Content errors late in both huge lines: the first line's, at its event's number.
+    let mut bad = bytes.clone();
+    bad_utf8(&mut bad, late_in(3));
+    bad_utf8(&mut bad, late_in(1));
+    assert_same(&bad, &[], "bad stats in both huge lines");
+    let err = strict_error(&bad);
+    let k = late_in(1) - before[1];
+    assert!(err.contains(&format!(".lines[1].events[{k}]")), "{err}");
+    // Only in the later line: that line's event.
+    let mut bad = bytes.clone();
+    bad_utf8(&mut bad, late_in(3));
+    assert_same(&bad, &[], "bad stat in the second huge line");
+    let err = strict_error(&bad);
+    let k = late_in(3) - before[3];
+    assert!(err.contains(&format!(".lines[3].events[{k}]")), "{err}");
+    // Broken framing (a length that overruns) early, mid-chunk and at the end of a huge line.
+    let third = lines[3].num_events() / 3;
+    for k in [before[1] + 1, before[3] + third, before[4] - 1] {
+        let mut bad = bytes.clone();
+        let len = &mut bad[tags[k] + 1];
+        *len = if *len < 0x7f { 0x7f } else { 0x01 };
+        assert_same(&bad, &[], &format!("overrun at event {k}"));
+        assert!(strict_error(&bad).contains(".lines["));
+    }
+    // A metadata error wins over a line's, as when the metadata was read first.
+    let mut bad = bytes.clone();
+    let at = bad.windows(11).position(|w| w == b"alpha_event").unwrap();
+    bad[at] = 0xff;
+    bad_utf8(&mut bad, late_in(1));
+    let err = strict_error(&bad);
+    assert!(err.contains("event_metadata"), "{err}");
+}
