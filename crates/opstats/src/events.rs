@@ -438,6 +438,8 @@ impl EventQuery<'_> {
             .iter()
             .map(|pn| vec![u32::MAX; pn.as_ref().map_or(0, |pn| pn.names.len())])
             .collect();
+        // (plane, slot) → its group, when the line is not part of the key.
+        let mut group_of = name_ids.clone();
         let plane_ids: Vec<u32> = planes.iter().map(|p| id_of(p.name())).collect();
         let mut index: HashMap<(u32, u32, u32), usize> = HashMap::new();
         let mut out: Vec<DurationGroup<'a>> = Vec::new();
@@ -460,6 +462,19 @@ impl EventQuery<'_> {
             for (slot, durs, sum) in r.groups {
                 let slot = slot as usize;
                 matched += durs.len();
+                // Without the line in the key a (plane, slot) always lands in the same group:
+                // look it up once, not once per run (thousands of runs).
+                let cached = if by_line {
+                    u32::MAX
+                } else {
+                    group_of[r.plane][slot]
+                };
+                if cached != u32::MAX {
+                    let g = &mut out[cached as usize];
+                    g.chunks.push(durs);
+                    g.sum += sum;
+                    continue;
+                }
                 let name_id = if by_event {
                     let n = &mut name_ids[r.plane][slot];
                     if *n == u32::MAX {
@@ -483,6 +498,9 @@ impl EventQuery<'_> {
                         });
                         out.len() - 1
                     });
+                if !by_line {
+                    group_of[r.plane][slot] = g as u32;
+                }
                 out[g].chunks.push(durs);
                 out[g].sum += sum;
             }
@@ -669,6 +687,11 @@ impl EventScan for GroupScan<'_, '_> {
         if let Some(slot) = self.0.keeps(&acc.filter, &e, position) {
             acc.durations.push(slot, e.duration_ps());
         }
+    }
+    fn finish(&self, acc: &mut GroupRun) {
+        // The slot table is only needed while scanning: free it on the scanning thread rather
+        // than one run at a time on the thread that merges the runs.
+        acc.durations.local = Vec::new();
     }
 }
 

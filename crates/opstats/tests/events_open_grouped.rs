@@ -146,3 +146,43 @@ fn open_counted_pages_equal_page() {
     std::fs::write(&f, bytes).unwrap();
     assert_pages_agree(&f);
 }
+
+/// Every key combination, against a count and sum per key taken by walking every event of the
+/// opened space (so the merge of per-run groups, which reuses a (plane, slot)'s group across
+/// the runs of a plane when the line is not part of the key, is checked against the events
+/// themselves, not against itself).
+#[test]
+fn merged_groups_match_a_walk_over_every_event_for_every_key() {
+    use std::collections::HashMap;
+    let any = |_: &str| true;
+    let q = &queries(&any, &any, &any)[0];
+    for f in &captures() {
+        let space = XSpace::open(f).unwrap();
+        for bits in 0..8u8 {
+            let (e, p, l) = (bits & 1 != 0, bits & 2 != 0, bits & 4 != 0);
+            let mut want: HashMap<(String, String, String), (usize, i64)> = HashMap::new();
+            for plane in space.planes() {
+                for line in plane.lines() {
+                    for ev in line.events() {
+                        let name = ev.metadata().map_or("Unknown", |_| ev.display_name());
+                        let key = (
+                            if e { name } else { "" }.to_string(),
+                            if p { plane.name() } else { "" }.to_string(),
+                            if l { line.name() } else { "" }.to_string(),
+                        );
+                        let w = want.entry(key).or_default();
+                        w.0 += 1;
+                        w.1 += ev.duration_ps();
+                    }
+                }
+            }
+            let (fused, runs) = q.open_grouped(f, &ReadOptions::default()).unwrap();
+            let (_, groups) = q.merge_groups(&fused, runs, e, p, l);
+            let got: HashMap<(String, String, String), (usize, i64)> = keyed(groups)
+                .into_iter()
+                .map(|(k, st)| (k, (st.count, st.total)))
+                .collect();
+            assert_eq!(got, want, "{} group_by bits {bits:03b}", f.display());
+        }
+    }
+}

@@ -30,6 +30,9 @@ pub trait EventScan: Sync {
     /// One event of the run, in file order; `metadata_position` is
     /// [`Plane::event_metadata_position`] of its metadata id (`None`: the plane lacks it).
     fn event(&self, acc: &mut Self::Acc, event: Event<'_>, metadata_position: Option<usize>);
+    /// Called once after a run's last event, on the thread that visited it (e.g. to free
+    /// scratch memory there rather than on the thread that later merges the accumulators).
+    fn finish(&self, _acc: &mut Self::Acc) {}
 }
 
 /// One run's accumulator from [`XSpace::open_scan`].
@@ -153,7 +156,8 @@ impl XSpace {
 
     /// Every line's runs, in file order (chunked lines in their chunks).
     fn runs(&self) -> Vec<Run> {
-        let mut runs = Vec::new();
+        let n = self.planes.iter().flat_map(|p| &p.lines);
+        let mut runs = Vec::with_capacity(n.map(|l| l.chunks.len().max(1)).sum());
         for (pi, p) in self.planes.iter().enumerate() {
             for (li, l) in p.lines.iter().enumerate() {
                 let (s, e) = l.msg;
@@ -226,6 +230,9 @@ impl XSpace {
             }
             k += 1;
             p = next;
+        }
+        if let Some(a) = acc.as_mut() {
+            scan.finish(a);
         }
         Ok((acc, missing))
     }
