@@ -18,7 +18,9 @@ pub mod abi;
 pub mod sdk;
 
 pub use abi::{PROTOCOL, PluginMod, PluginModRef};
-pub use sdk::{Call, ContentType, ErrorKind, Example, Params, Tool, ToolError, ToolOutput};
+pub use sdk::{
+    Call, ContentType, ErrorKind, Example, Params, ResultBody, Tool, ToolError, ToolOutput,
+};
 
 /// Re-exported so that macros expand without the plugin naming these crates itself.
 #[doc(hidden)]

@@ -130,23 +130,27 @@ impl ContentType {
     }
 }
 
-/// What a tool returns on success: a value, or (for results with many rows) the result
-/// already serialised by the tool ([`ToolOutput::serialize`]).
+/// What a tool returns on success.
 #[derive(Clone, Debug)]
 pub struct ToolOutput {
-    /// The result (`Null` when it is in `serialized`).
-    pub value: Value,
+    pub body: ResultBody,
     pub content_type: ContentType,
-    /// The result as JSON text, written straight from the tool's own types.
-    pub serialized: Option<Box<RawValue>>,
+}
+
+/// A result: a value, or (for results with many rows) JSON the tool serialised itself
+/// ([`ToolOutput::serialize`]). Serialises as the result either way.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum ResultBody {
+    Value(Value),
+    Serialized(Box<RawValue>),
 }
 
 impl ToolOutput {
     pub fn new(value: Value, content_type: ContentType) -> Self {
         ToolOutput {
-            value,
+            body: ResultBody::Value(value),
             content_type,
-            serialized: None,
         }
     }
     pub fn json(value: Value) -> Self {
@@ -160,16 +164,15 @@ impl ToolOutput {
         let raw = serde_json::value::to_raw_value(result)
             .map_err(|e| ToolError::internal(format!("result not serialisable: {e}")))?;
         Ok(ToolOutput {
-            value: Value::Null,
+            body: ResultBody::Serialized(raw),
             content_type: ContentType::Json,
-            serialized: Some(raw),
         })
     }
     /// The result as a value (a serialised result is parsed).
     pub fn into_value(self) -> Value {
-        match self.serialized {
-            Some(raw) => serde_json::from_str(raw.get()).unwrap_or(Value::Null),
-            None => self.value,
+        match self.body {
+            ResultBody::Value(v) => v,
+            ResultBody::Serialized(raw) => serde_json::from_str(raw.get()).unwrap_or(Value::Null),
         }
     }
     /// A text result: `{"format": format, "text": text, ..extra}`.
@@ -947,25 +950,15 @@ pub struct Invoked {
 /// `Value`, which on a table-sized result cost as much as serialising it).
 #[derive(Serialize)]
 struct Envelope<'a> {
-    result: ResultRef<'a>,
+    result: &'a ResultBody,
     content_type: &'a str,
     inputs: &'a [Input],
-}
-
-#[derive(Serialize)]
-#[serde(untagged)]
-enum ResultRef<'a> {
-    Value(&'a Value),
-    Serialized(&'a RawValue),
 }
 
 impl Invoked {
     fn envelope(&self) -> Envelope<'_> {
         Envelope {
-            result: match &self.output.serialized {
-                Some(raw) => ResultRef::Serialized(raw),
-                None => ResultRef::Value(&self.output.value),
-            },
+            result: &self.output.body,
             content_type: self.output.content_type.as_str(),
             inputs: &self.inputs,
         }

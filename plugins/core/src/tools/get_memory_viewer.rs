@@ -26,7 +26,7 @@ pub(crate) fn no_data_with_capture(
     let mut m = Map::new();
     m.insert("capture".into(), s.capture_block(used, &[]));
     m.insert("run".into(), json!(s.run));
-    if let Value::Object(o) = nd.value {
+    if let Value::Object(o) = nd.into_value() {
         m.extend(o);
     }
     ToolOutput::json(Value::Object(m))

@@ -76,7 +76,7 @@ pub(super) fn no_data_with(
 ) -> ToolOutput {
     let nd = ToolOutput::no_data(reason, flags);
     let mut m = Map::new();
-    if let Value::Object(o) = nd.value {
+    if let Value::Object(o) = nd.into_value() {
         m.extend(o);
     }
     m.extend(body);
