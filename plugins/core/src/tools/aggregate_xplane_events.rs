@@ -116,7 +116,6 @@ impl Tool for AggregateXplaneEvents {
                 event: by_event.then_some(name),
                 plane: by_plane.then_some(plane),
                 line: by_line.then_some(line),
-                key: [name, plane, line],
                 count: st.count,
                 total_duration_ps: st.total,
                 avg_duration_ps: st.mean,
@@ -129,11 +128,12 @@ impl Tool for AggregateXplaneEvents {
             })
             .collect();
         // Deterministic order: total desc, then the group's key (event, plane, line), which is
-        // unique per group.
+        // unique per group (every group has the same parts, so comparing the options compares
+        // the key).
         aggs.sort_unstable_by(|a, b| {
             b.total_duration_ps
                 .cmp(&a.total_duration_ps)
-                .then_with(|| a.key.cmp(&b.key))
+                .then_with(|| (a.event, a.plane, a.line).cmp(&(b.event, b.plane, b.line)))
         });
         aggs.truncate(top_n);
         let shown = total.min(top_n);
@@ -180,9 +180,6 @@ struct Aggregate<'a> {
     plane: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     line: Option<&'a str>,
-    /// (event, plane, line) with the parts not grouped by empty: the tie-break of the order.
-    #[serde(skip)]
-    key: [&'a str; 3],
     count: usize,
     total_duration_ps: i64,
     avg_duration_ps: f64,
