@@ -32,7 +32,7 @@ pub fn session(call: &mut Call) -> Result<Session, ToolError> {
     for d in &s.scanned_dirs {
         call.read_dir(d);
     }
-    fit_threads(&s, call.ctx());
+    fit_threads(&s, call);
     Ok(s)
 }
 
@@ -47,8 +47,8 @@ pub const SMALL_CAPTURE_BYTES: u64 = 4 << 20;
 /// Larger captures and long-lived frontends (MCP, whose next call may be large) keep rayon's
 /// default pool and get huge pages back. The global pool is built once per process; if it
 /// exists already this changes nothing.
-fn fit_threads(s: &Session, ctx: &serde_json::Value) {
-    if !is_small_cli_call(s, ctx) {
+fn fit_threads(s: &Session, call: &Call) {
+    if !is_small_cli_call(s, call) {
         pages::allow_huge_pages();
         return;
     }
@@ -58,8 +58,14 @@ fn fit_threads(s: &Session, ctx: &serde_json::Value) {
         .build_global();
 }
 
-fn is_small_cli_call(s: &Session, ctx: &serde_json::Value) -> bool {
-    if ctx.get("frontend").and_then(|f| f.as_str()) != Some("cli") {
+/// Is the call made by the one-shot CLI (the process exits after it), not a long-lived MCP
+/// server?
+pub fn is_cli_call(call: &Call) -> bool {
+    call.ctx().get("frontend").and_then(|f| f.as_str()) == Some("cli")
+}
+
+fn is_small_cli_call(s: &Session, call: &Call) -> bool {
+    if !is_cli_call(call) {
         return false;
     }
     let bytes: u64 = s

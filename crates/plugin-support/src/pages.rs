@@ -45,23 +45,23 @@ pub fn allow_huge_pages() {
     }
 }
 
-/// Whether huge pages are off for this process (`None`: not known on this system).
-pub fn huge_pages_disabled() -> Option<bool> {
-    #[cfg(target_os = "linux")]
-    // SAFETY: as above.
-    unsafe {
-        return match libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) {
-            r if r < 0 => None,
-            r => Some(r == 1),
-        };
-    }
-    #[allow(unreachable_code)]
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether huge pages are off for this process (`None`: not known on this system).
+    fn huge_pages_disabled() -> Option<bool> {
+        #[cfg(target_os = "linux")]
+        // SAFETY: as above.
+        unsafe {
+            return match libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) {
+                r if r < 0 => None,
+                r => Some(r == 1),
+            };
+        }
+        #[allow(unreachable_code)]
+        None
+    }
 
     // The only test of this binary that changes the process's huge-page setting.
     #[test]

@@ -4,32 +4,19 @@ use xprof_capture::Session;
 use xprof_plugin_api::{Call, ToolError};
 pub use xprof_plugin_support::capture_error;
 
-/// The capture session a call names (`xprof_plugin_support::session`), and the allocator's
-/// policy for the call: a one-shot CLI process never hands freed memory back to the kernel.
-/// It exits in a moment anyway, and memory handed back and touched again costs a fresh page
-/// fault (and, with huge pages, splits them): on jax-large `get_overview` mimalloc's default
-/// (purge 10 ms after a free) made 4.1 k page faults instead of 1.8 k. A long-lived MCP server
-/// keeps the default, so its memory goes back after a large call.
-pub fn session(call: &mut Call) -> Result<Session, ToolError> {
-    let s = xprof_plugin_support::session(call)?;
-    if call.ctx().get("frontend").and_then(|f| f.as_str()) == Some("cli") {
-        keep_freed_memory();
-    }
-    Ok(s)
-}
-
-/// mimalloc v2's `mi_option_purge_delay` (mimalloc.h: between `eager_commit_delay` and
-/// `use_numa_nodes`, which libmimalloc-sys names; it does not name this one).
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
-fn keep_freed_memory() {
-    // SAFETY: sets one of mimalloc's option values; -1 means "never purge".
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) }
-}
-
 use xprof_capture::HostFile;
 use xprof_opstats::OpStats;
 use xprof_opstats::load::LoadError;
+
+/// The capture session a call names (`xprof_plugin_support::session`), with this plugin's
+/// allocator policy for a one-shot CLI call (`crate::keep_freed_memory`).
+pub fn session(call: &mut Call) -> Result<Session, ToolError> {
+    let s = xprof_plugin_support::session(call)?;
+    if xprof_plugin_support::is_cli_call(call) {
+        crate::keep_freed_memory();
+    }
+    Ok(s)
+}
 
 /// A library load error as a tool error (kind and hint from the library).
 pub fn load_error(e: LoadError) -> ToolError {
@@ -133,16 +120,6 @@ mod tests {
 
     use serde_json::{Value, json};
     use xprof_plugin_api::sdk::{invoke_json, testing};
-
-    #[test]
-    fn the_purge_delay_option_sits_where_mimalloc_h_puts_it() {
-        use libmimalloc_sys::{mi_option_eager_commit_delay, mi_option_use_numa_nodes};
-        assert_eq!(
-            super::MI_OPTION_PURGE_DELAY,
-            mi_option_eager_commit_delay + 1
-        );
-        assert_eq!(super::MI_OPTION_PURGE_DELAY, mi_option_use_numa_nodes - 1);
-    }
 
     const KRATE: &str = env!("CARGO_CRATE_NAME");
 
