@@ -10,7 +10,9 @@ use prost::Message;
 use std::path::Path;
 use xprof_proto::xplane as pb;
 use xprof_testkit::XSpaceBuilder;
-use xprof_xspace::{Event, EventData, EventScan, Line, ReadOptions, XSpace, XSpaceError};
+use xprof_xspace::{
+    Event, EventData, EventScan, Line, ReadOptions, ScanResult, XSpace, XSpaceError,
+};
 
 /// What a test compares per event.
 type Row = (i64, EventData, i64, usize, Option<usize>);
@@ -68,6 +70,11 @@ fn scanned_rows(scanned: Vec<xprof_xspace::Scanned<Vec<Row>>>) -> Vec<((usize, u
         }
     }
     out
+}
+
+/// `open_scan` over `bytes`, collecting every event.
+fn scan_all(bytes: &[u8], opts: &ReadOptions) -> ScanResult<Vec<Row>> {
+    XSpace::from_bytes_scan(bytes.to_vec(), "cap", opts, &Collect { skip: &[] })
 }
 
 fn sorted(mut v: Vec<String>) -> Vec<String> {
@@ -146,13 +153,7 @@ fn open_scan_visits_the_chunks_of_huge_lines_in_order() {
         })
         .to_bytes();
     assert!(bytes.len() > 2 << 20, "{} bytes", bytes.len());
-    let (_, scanned) = XSpace::from_bytes_scan(
-        bytes.clone(),
-        "big",
-        &ReadOptions::default(),
-        &Collect { skip: &[] },
-    )
-    .unwrap();
+    let (_, scanned) = scan_all(&bytes, &ReadOptions::default()).unwrap();
     assert!(scanned.len() > 2, "{} runs", scanned.len());
     assert_same(&bytes, &[], "huge line");
     // A corrupt event deep in a later chunk: same error, same offset.
@@ -367,8 +368,7 @@ fn open_scan_frames_huge_lines_of_every_length_and_field_like_open() {
     // The runs are the chunks `open` validates: same boundaries, in order.
     let opts = ReadOptions::default();
     let open = XSpace::from_bytes_named(bytes.clone(), "cap", &opts).unwrap();
-    let (scan, scanned) =
-        XSpace::from_bytes_scan(bytes.clone(), "cap", &opts, &Collect { skip: &[] }).unwrap();
+    let (scan, scanned) = scan_all(&bytes, &opts).unwrap();
     let runs = |s: &XSpace| -> Vec<Vec<usize>> {
         let p = s.planes().next().unwrap();
         p.lines()
@@ -409,13 +409,7 @@ fn open_scan_frames_huge_lines_of_every_length_and_field_like_open() {
 #[test]
 fn open_scan_reports_the_first_error_in_file_order_across_huge_lines() {
     let (bytes, tags) = mixed_huge_lines();
-    let (space, _) = XSpace::from_bytes_scan(
-        bytes.clone(),
-        "cap",
-        &ReadOptions::default(),
-        &Collect { skip: &[] },
-    )
-    .unwrap();
+    let (space, _) = scan_all(&bytes, &ReadOptions::default()).unwrap();
     let lines: Vec<Line<'_>> = space.planes().next().unwrap().lines().collect();
     // The number (over the capture) of each line's first event.
     let before: Vec<usize> = lines
@@ -438,7 +432,7 @@ fn open_scan_reports_the_first_error_in_file_order_across_huge_lines() {
         bytes[at + 1] = 0xff;
     };
     let strict_error = |bytes: &[u8]| {
-        XSpace::from_bytes_scan(bytes.to_vec(), "cap", &strict, &Collect { skip: &[] })
+        scan_all(bytes, &strict)
             .map(|_| ())
             .unwrap_err()
             .to_string()
