@@ -995,7 +995,16 @@ pub fn invoke_tool(
     let mut call = Call::new(args, ctx);
 
     let was_in_invoke = IN_INVOKE.with(|f| f.replace(true));
-    let outcome = catch_unwind(AssertUnwindSafe(|| tool.run(&mut call)));
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        // A failpoint for the tests that a panic inside a real plugin artifact is caught and
+        // reported (first-party artifacts link their unwinder statically: crate
+        // `xprof-static-unwind`). Debug builds only.
+        #[cfg(debug_assertions)]
+        if std::env::var_os("XPROF_FAILPOINT_PANIC").is_some_and(|t| t == name) {
+            panic!("failpoint XPROF_FAILPOINT_PANIC");
+        }
+        tool.run(&mut call)
+    }));
     IN_INVOKE.with(|f| f.set(was_in_invoke));
 
     match outcome {

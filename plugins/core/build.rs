@@ -1,0 +1,3 @@
+fn main() {
+    xprof_static_unwind::link();
+}
