@@ -109,6 +109,10 @@ fn reindent(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + s.len() / 2);
     let mut depth = 0usize;
     let mut i = 0;
+    // The portable searcher, not `memchr::memchr2`: that one picks its SIMD kernel at run time
+    // with `cpuid`, a hypervisor trap on a VM, which cost a one-shot call more (~30 us) than
+    // the faster kernel saves on a result of typical size.
+    let quote_or_escape = memchr::arch::all::memchr::Two::new(b'"', b'\\');
     while i < b.len() {
         match b[i] {
             b'"' => {
@@ -116,7 +120,7 @@ fn reindent(s: &str) -> String {
                 i += 1;
                 // Plain bytes are skipped by a search, not one step per byte; an escape's
                 // second byte is skipped with it (so `\"` does not end the string).
-                while let Some(k) = memchr::memchr2(b'"', b'\\', &b[i..]) {
+                while let Some(k) = quote_or_escape.find(&b[i..]) {
                     i += k;
                     if b[i] == b'"' {
                         break;
