@@ -87,19 +87,21 @@ struct NameEntry {
     descriptor: (usize, usize),
 }
 
-/// A read index: the header and the file's bytes, whose names' line is `names` and whose
-/// descriptors' text starts at `body`.
+/// A read index: the header, the bytes of the file's first two lines (the names' line is
+/// `names`), and the open file, whose descriptors' text starts at offset `body`. The
+/// descriptors (most of the file) are not read: a call reads the one it needs.
 struct IndexFile {
     header: Header,
-    bytes: Vec<u8>,
+    head: Vec<u8>,
     names: std::ops::Range<usize>,
-    body: usize,
+    file: std::fs::File,
+    body: u64,
 }
 
 impl IndexFile {
     /// The entry of `name`, if the index lists it.
     fn entry(&self, name: &str) -> Result<Option<NameEntry>, serde_json::Error> {
-        let mut de = serde_json::Deserializer::from_slice(&self.bytes[self.names.clone()]);
+        let mut de = serde_json::Deserializer::from_slice(&self.head[self.names.clone()]);
         let entry = Pick {
             name,
             entry: std::marker::PhantomData,
@@ -111,12 +113,14 @@ impl IndexFile {
 
     /// The descriptor text at `start..end` when that lies inside `within` (a plugin's range)
     /// and holds UTF-8.
-    fn descriptor(&self, (start, end): (usize, usize), within: (usize, usize)) -> Option<&str> {
-        if start < within.0 || end > within.1 {
+    fn descriptor(&self, (start, end): (usize, usize), within: (usize, usize)) -> Option<String> {
+        if start < within.0 || end > within.1 || start > end {
             return None;
         }
-        let range = self.body.checked_add(start)?..self.body.checked_add(end)?;
-        std::str::from_utf8(self.bytes.get(range)?).ok()
+        let mut text = vec![0; end - start];
+        let at = self.body.checked_add(u64::try_from(start).ok()?)?;
+        std::os::unix::fs::FileExt::read_exact_at(&self.file, &mut text, at).ok()?;
+        String::from_utf8(text).ok()
     }
 }
 
@@ -167,17 +171,35 @@ fn line(bytes: &[u8], from: usize) -> Option<(std::ops::Range<usize>, usize)> {
 
 fn read(disc: &Discovery) -> Option<IndexFile> {
     let dirs = dirs_key(disc);
-    let bytes = std::fs::read(index_path(&dirs)?).ok()?;
-    // Only the header is parsed here; the names and descriptors stay bytes until looked up.
-    let (header, next) = line(&bytes, 0)?;
-    let (names, body) = line(&bytes, next)?;
-    let header: Header = serde_json::from_slice(&bytes[header]).ok()?;
+    let mut file = std::fs::File::open(index_path(&dirs)?).ok()?;
+    // Only the first two lines are read (a few KB; the descriptors after them are most of the
+    // file): every byte read lands in fresh memory, and page faults are what a small call
+    // spends most on. Only the header is parsed here; the names stay bytes until looked up.
+    let mut head = Vec::new();
+    let (header, names, body) = loop {
+        let had = head.len();
+        let want = (had * 2).max(16 * 1024);
+        head.resize(want, 0);
+        let n = std::io::Read::read(&mut file, &mut head[had..]).ok()?;
+        head.truncate(had + n);
+        let lines = line(&head, 0).and_then(|(header, next)| {
+            let (names, body) = line(&head, next)?;
+            Some((header, names, body))
+        });
+        match lines {
+            Some(found) => break found,
+            None if n == 0 => return None,
+            None => continue,
+        }
+    };
+    let header: Header = serde_json::from_slice(&head[header]).ok()?;
     let ok = header.version == VERSION && header.dirs == dirs && manifest_matches(&header.manifest);
     ok.then_some(IndexFile {
         header,
-        bytes,
+        head,
         names,
-        body,
+        file,
+        body: u64::try_from(body).ok()?,
     })
 }
 
@@ -203,7 +225,7 @@ pub fn load_for_tool(disc: &Discovery, name: &str) -> Lookup {
     let recorded = Recorded {
         name: &record.name,
         tool_count: record.tool_count,
-        descriptors: vec![descriptor],
+        descriptors: vec![descriptor.as_str()],
     };
     let Ok(reg) = Registry::load_recorded(
         Path::new(&record.path),
