@@ -998,7 +998,7 @@ pub fn invoke_tool(
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         // A failpoint for the tests that a panic inside a real plugin artifact is caught and
         // reported (first-party artifacts link their unwinder statically: crate
-        // `xprof-static-unwind`). Debug builds only.
+        // `xprof-link`). Debug builds only.
         #[cfg(debug_assertions)]
         if std::env::var_os("XPROF_FAILPOINT_PANIC").is_some_and(|t| t == name) {
             panic!("failpoint XPROF_FAILPOINT_PANIC");

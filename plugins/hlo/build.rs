@@ -1,3 +1,3 @@
 fn main() {
-    xprof_static_unwind::link();
+    xprof_link::for_cold_start();
 }

@@ -1,7 +1,8 @@
-//! First-party artifacts link the GNU unwinder statically (crate `xprof-static-unwind`) rather
-//! than loading `libgcc_s`. A panic inside a tool must still be caught on the plugin's side of
-//! the ABI and reported as an internal error, in a plugin built that way (core) and in one
-//! built the stock way (example-vendor), loaded side by side in one host.
+//! The link settings of first-party artifacts (crate `xprof-link`): the GNU unwinder linked
+//! statically rather than `libgcc_s` loaded, and packed relative relocations. A panic inside a
+//! tool must still be caught on the plugin's side of the ABI and reported as an internal error,
+//! in a plugin built that way (core) and in one built the stock way (example-vendor), loaded
+//! side by side in one host.
 
 mod common;
 
@@ -59,7 +60,7 @@ fn a_panic_in_a_stock_plugin_beside_it_is_an_internal_error() {
 /// does not name `libgcc_s` at all (a needed library's name is in its dynamic string table).
 #[test]
 fn the_host_does_not_load_libgcc_s_when_the_static_unwinder_exists() {
-    if xprof_static_unwind::archive().is_none()
+    if xprof_link::static_unwinder().is_none()
         || !cfg!(all(target_os = "linux", target_env = "gnu"))
     {
         return;
@@ -79,5 +80,26 @@ fn the_host_does_not_load_libgcc_s_when_the_static_unwinder_exists() {
             .any(|w| w == needle);
         // The example vendor plugin is built the stock way on purpose.
         assert_eq!(names_it, name.contains("example_vendor"), "{name}");
+    }
+}
+
+/// Where the toolchain can, the host and the first-party plugins carry their relative
+/// relocations packed (a `.relr.dyn` section) rather than as RELA records.
+#[test]
+fn first_party_artifacts_pack_their_relative_relocations_when_the_toolchain_can() {
+    if !xprof_link::packed_relocations() || !cfg!(all(target_os = "linux", target_env = "gnu")) {
+        return;
+    }
+    let needle = b".relr.dyn";
+    let has = |p: &Path| {
+        std::fs::read(p)
+            .unwrap()
+            .windows(needle.len())
+            .any(|w| w == needle)
+    };
+    assert!(has(Path::new(xprof_bin())), "{}", xprof_bin());
+    for so in std::fs::read_dir(plugin_dir()).unwrap().flatten() {
+        let name = so.file_name().to_string_lossy().into_owned();
+        assert_eq!(has(&so.path()), !name.contains("example_vendor"), "{name}");
     }
 }
