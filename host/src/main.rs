@@ -5,8 +5,8 @@
 //! of 600 interleaved runs of a hello world on the benchmark VM) locating the main thread's
 //! stack in `/proc/self/maps` and arming a stack-overflow handler. What the CLI relies on from
 //! that start-up is done here instead ([`start_up`]); a main-thread stack overflow is a plain
-//! SIGSEGV rather than std's one-line message. `std::env::args` does not depend on it (glibc
-//! hands the arguments to std's own initialiser).
+//! SIGSEGV rather than std's one-line message. The arguments are taken from `main`'s own
+//! `argc`/`argv` (std's `env::args` gets them from its start-up on some C libraries).
 
 #![no_main]
 
@@ -21,9 +21,14 @@ thread_local! {
 }
 
 #[unsafe(no_mangle)]
-extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_char) -> libc::c_int {
     start_up();
-    let code = run();
+    // SAFETY: the C runtime passes `argc` valid NUL-terminated strings in `argv`.
+    let args = (1..usize::try_from(argc).unwrap_or(0))
+        .map(|i| unsafe { std::ffi::CStr::from_ptr(*argv.add(i)) })
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let code = run(args);
     // std's runtime would flush stdout at exit; `out` flushes already, this is for any other
     // writer.
     let _ = std::io::stdout().flush();
@@ -60,7 +65,7 @@ fn start_up() {
     }
 }
 
-fn run() -> i32 {
+fn run(argv: Vec<String>) -> i32 {
     // A panic is an internal error reported as one JSON object, not a backtrace.
     std::panic::set_hook(Box::new(|info| {
         let msg = info
@@ -75,10 +80,6 @@ fn run() -> i32 {
             .unwrap_or_default();
         PANIC_MSG.with(|p| *p.borrow_mut() = Some(format!("{msg}{loc}")));
     }));
-    let argv: Vec<String> = std::env::args_os()
-        .skip(1)
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
     let code = match catch_unwind(AssertUnwindSafe(|| xprof::run(argv))) {
         Ok(code) => code,
         Err(_) => {
