@@ -4,6 +4,8 @@
 
 use std::collections::HashMap;
 
+use rayon::prelude::*;
+
 use crate::device::hlo_category;
 use crate::metrics::{CoreType, DbCombiner, NamedDbBuilder, OpMetrics, OpMetricsDb};
 use crate::model::{HloModuleInfo, Line, Plane, StatKey, StatRef};
@@ -149,80 +151,99 @@ pub fn host_xla_op_db(plane: &Plane, modules: &HashMap<u64, HloModuleInfo>) -> O
         .values()
         .map(|m| (m.name.as_str(), m.program_id))
         .collect();
-    let mut c = DbCombiner::new();
-    let mut any = false;
-    for line in plane.lines.iter().filter(|l| !is_derived_line(l.id)) {
-        let mut spans: Vec<Span> = Vec::new();
-        for (i, e) in line.events.iter().enumerate() {
-            if e.stats.has(StatKey::HloOp) {
-                spans.push(Span {
-                    begin: e.start_ps,
-                    dur: e.duration_ps,
-                    index: i,
-                });
-            }
-        }
-        if spans.is_empty() {
-            continue;
-        }
-        any = true;
-        let first = spans.iter().map(|s| s.begin).min().unwrap_or(0);
-        let last = spans
-            .iter()
-            .map(|s| s.begin.saturating_add(s.dur))
-            .max()
-            .unwrap_or(0);
-        let mut b = NamedDbBuilder::new();
-        // The program of the last `hlo_module` name seen: consecutive ops share their module.
-        let mut last_module: Option<(&str, u64)> = None;
-        nest(&mut spans, |i, dur, children, _| {
-            let e = &line.events[i];
-            // The three stats in one pass over the event's (first occurrence of each key, as
-            // `Stats::get`).
-            let (mut op, mut program, mut module) = (None, None, None);
-            for (k, v) in e.stats.iter() {
-                match k {
-                    StatKey::HloOp if op.is_none() => op = Some(v),
-                    StatKey::ProgramId if program.is_none() => program = Some(v),
-                    StatKey::HloModule if module.is_none() => module = Some(v),
-                    _ => {}
-                }
-            }
-            let op_name = op.and_then(StatRef::as_str).unwrap_or_default();
-            let module = module.and_then(StatRef::as_str);
-            let pid = match (program.and_then(StatRef::as_u64), module) {
-                (Some(p), _) => p,
-                (None, Some(m)) => match last_module {
-                    Some((name, pid)) if name == m => pid,
-                    _ => {
-                        let pid = event_program(&e.stats, modules, &by_name);
-                        last_module = Some((m, pid));
-                        pid
-                    }
-                },
-                (None, None) => event_program(&e.stats, modules, &by_name),
-            };
-            b.enter(pid, op_name, dur, dur.saturating_sub(children), || {
-                // Looked up once per op (the first occurrence), not per event.
-                let instr = modules.get(&pid).and_then(|m| m.instructions.get(op_name));
-                let mut op = OpMetrics {
-                    core_type: CoreType::Host,
-                    category: "unknown".into(),
-                    ..Default::default()
-                };
-                if let Some(ins) = instr {
-                    op.category = hlo_category(ins);
-                    op.provenance = ins.op_name.clone();
-                    op.long_name = ins.expression.clone();
-                    op.source_file = ins.source_file.clone();
-                    op.source_line = ins.source_line;
-                }
-                op
-            });
-        });
-        c.combine(&b.finish(crate::nesting::span_len(first, last), true), true);
+    // Threads are independent: each line's database is built on its own (a CPU capture's ops
+    // run on a few executor threads of hundreds of thousands of events each) and the databases
+    // are combined in line order, as one loop over the lines would.
+    let per_line: Vec<OpMetricsDb> = plane
+        .lines
+        .par_iter()
+        .filter(|l| !is_derived_line(l.id))
+        .filter_map(|line| line_xla_op_db(line, modules, &by_name))
+        .collect();
+    if per_line.is_empty() {
+        return None;
     }
-    any.then(|| c.finish())
+    let mut c = DbCombiner::new();
+    for db in &per_line {
+        c.combine(db, true);
+    }
+    Some(c.finish())
+}
+
+/// One host thread's XLA ops (see [`host_xla_op_db`]); `None` when it ran none.
+fn line_xla_op_db(
+    line: &Line,
+    modules: &HashMap<u64, HloModuleInfo>,
+    by_name: &HashMap<&str, u64>,
+) -> Option<OpMetricsDb> {
+    let mut spans: Vec<Span> = Vec::new();
+    for (i, e) in line.events.iter().enumerate() {
+        if e.stats.has(StatKey::HloOp) {
+            spans.push(Span {
+                begin: e.start_ps,
+                dur: e.duration_ps,
+                index: i,
+            });
+        }
+    }
+    if spans.is_empty() {
+        return None;
+    }
+    let first = spans.iter().map(|s| s.begin).min().unwrap_or(0);
+    let last = spans
+        .iter()
+        .map(|s| s.begin.saturating_add(s.dur))
+        .max()
+        .unwrap_or(0);
+    let mut b = NamedDbBuilder::new();
+    // The program of the last `hlo_module` name seen: consecutive ops share their module.
+    let mut last_module: Option<(&str, u64)> = None;
+    nest(&mut spans, |i, dur, children, _| {
+        let e = &line.events[i];
+        // The three stats in one pass over the event's (first occurrence of each key, as
+        // `Stats::get`).
+        let (mut op, mut program, mut module) = (None, None, None);
+        for (k, v) in e.stats.iter() {
+            match k {
+                StatKey::HloOp if op.is_none() => op = Some(v),
+                StatKey::ProgramId if program.is_none() => program = Some(v),
+                StatKey::HloModule if module.is_none() => module = Some(v),
+                _ => {}
+            }
+        }
+        let op_name = op.and_then(StatRef::as_str).unwrap_or_default();
+        let module = module.and_then(StatRef::as_str);
+        let pid = match (program.and_then(StatRef::as_u64), module) {
+            (Some(p), _) => p,
+            (None, Some(m)) => match last_module {
+                Some((name, pid)) if name == m => pid,
+                _ => {
+                    let pid = event_program(&e.stats, modules, by_name);
+                    last_module = Some((m, pid));
+                    pid
+                }
+            },
+            (None, None) => event_program(&e.stats, modules, by_name),
+        };
+        b.enter(pid, op_name, dur, dur.saturating_sub(children), || {
+            // Looked up once per op (the first occurrence), not per event.
+            let instr = modules.get(&pid).and_then(|m| m.instructions.get(op_name));
+            let mut op = OpMetrics {
+                core_type: CoreType::Host,
+                category: "unknown".into(),
+                ..Default::default()
+            };
+            if let Some(ins) = instr {
+                op.category = hlo_category(ins);
+                op.provenance = ins.op_name.clone();
+                op.long_name = ins.expression.clone();
+                op.source_file = ins.source_file.clone();
+                op.source_line = ins.source_line;
+            }
+            op
+        });
+    });
+    Some(b.finish(crate::nesting::span_len(first, last), true))
 }
 
 #[cfg(test)]
