@@ -5,6 +5,39 @@
 
 pub mod pages;
 
+pub use mimalloc;
+
+/// The allocator of a first-party capture plugin; use once, in its `lib.rs`.
+///
+/// mimalloc instead of the system allocator. Converting a large capture allocates a few hundred
+/// MB in large blocks (and a decoded HLO module is ~40 times its encoded size); glibc hands each
+/// block out as fresh 4 KB pages, and faulting them in was a third of `get_overview`'s CPU time
+/// on a 56 MB capture (80 k page faults). mimalloc reserves aligned arenas and asks for
+/// transparent huge pages where the kernel offers them (`madvise`), which brings that to ~1.5 k
+/// faults (0.6× the wall time). v2 rather than the crate's default v3: lower peak RSS in the
+/// same measurement. `local_dynamic_tls` because the plugin is loaded with dlopen, where the
+/// initial-exec TLS model may not fit.
+///
+/// Huge pages wait until a call turns out not to be a small CLI one ([`pages`]): the deferral
+/// runs when the library is loaded, before mimalloc reserves its first arena.
+#[macro_export]
+macro_rules! capture_plugin_allocator {
+    () => {
+        #[global_allocator]
+        static GLOBAL: $crate::mimalloc::MiMalloc = $crate::mimalloc::MiMalloc;
+
+        #[cfg(target_os = "linux")]
+        #[used]
+        #[unsafe(link_section = ".init_array")]
+        static DEFER_HUGE_PAGES: extern "C" fn() = {
+            extern "C" fn defer() {
+                $crate::pages::defer_huge_pages();
+            }
+            defer
+        };
+    };
+}
+
 use xprof_capture::{CaptureError, Selector, Session};
 use xprof_plugin_api::{Call, ErrorKind, ToolError};
 

@@ -29,28 +29,7 @@ mod tests {
     }
 }
 
-/// mimalloc instead of the system allocator. Converting a large capture allocates a few hundred
-/// MB in large blocks; glibc hands each one out as fresh 4 KB pages, and faulting them in was a
-/// third of `get_overview`'s CPU time on a 56 MB capture (80 k page faults). mimalloc reserves
-/// aligned arenas and asks for transparent huge pages where the kernel offers them
-/// (`madvise`), which brings that to ~1.5 k faults (0.6× the wall time). v2 rather than the
-/// crate's default v3: lower peak RSS in the same measurement. `local_dynamic_tls` because
-/// this library is loaded with dlopen, where the initial-exec TLS model may not fit.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// Transparent huge pages wait until a call turns out not to be a small CLI one (see
-/// `xprof_plugin_support::pages`): run when the library is loaded, before mimalloc reserves
-/// its first arena.
-#[cfg(target_os = "linux")]
-#[used]
-#[unsafe(link_section = ".init_array")]
-static DEFER_HUGE_PAGES: extern "C" fn() = {
-    extern "C" fn defer() {
-        xprof_plugin_support::pages::defer_huge_pages();
-    }
-    defer
-};
+xprof_plugin_support::capture_plugin_allocator!();
 
 /// A one-shot CLI call never hands freed memory back to the kernel (`common::session` calls
 /// this for CLI calls). The process exits in a moment anyway, and memory handed back and

@@ -7,28 +7,13 @@ mod tools;
 
 xprof_plugin_api::export_plugin!(name: "hlo", capabilities: ["hlo"]);
 
-/// mimalloc, as in the core plugin, for the memory a decoded module takes: prost's structs hold
-/// a module at ~40 times its encoded size (a 310 KB `jit_train_step` proto of the 56 MB JAX
-/// capture becomes ~13 MB), which glibc hands out as fresh 4 KB pages (3.25 k page faults for one
-/// `get_hlo_module_content`). mimalloc's arenas take transparent huge pages where the call is not
-/// a small one (`xprof_plugin_support::session`): 0.5 k faults, 15.2 → 9.4 ms and 20.0 → 12.8
-/// ms in two interleaved runs, peak RSS 18.5 → 32 MB; the seed's small module is unchanged
-/// (2.01 → 1.95 ms). Without huge pages mimalloc is slower than glibc here (4 k faults).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// Transparent huge pages wait until a call turns out not to be a small CLI one (see
-/// `xprof_plugin_support::pages`): run when the library is loaded, before mimalloc reserves
-/// its first arena.
-#[cfg(target_os = "linux")]
-#[used]
-#[unsafe(link_section = ".init_array")]
-static DEFER_HUGE_PAGES: extern "C" fn() = {
-    extern "C" fn defer() {
-        xprof_plugin_support::pages::defer_huge_pages();
-    }
-    defer
-};
+// The core plugin's allocator policy (`capture_plugin_allocator!`). Here it is for the memory a
+// decoded module takes: prost's structs hold a module at ~40 times its encoded size (a 310 KB
+// `jit_train_step` proto of the 56 MB JAX capture becomes ~13 MB), which glibc handed out as
+// fresh 4 KB pages (3.25 k page faults for one `get_hlo_module_content`). With huge pages: 0.5 k
+// faults, 15.2 → 9.4 ms and 20.0 → 12.8 ms in two interleaved runs, peak RSS 18.5 → 32 MB; the
+// seed's small module is unchanged. Without huge pages mimalloc is slower than glibc here.
+xprof_plugin_support::capture_plugin_allocator!();
 
 #[cfg(test)]
 mod tests {
