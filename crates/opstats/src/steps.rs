@@ -242,10 +242,47 @@ struct LineScan {
     group_ids: Vec<(u32, i64)>,
 }
 
+/// Lines with more events than this are scanned in chunks on several threads: a Python thread
+/// often holds half of a capture's events, and its scan alone held up the step grouping that
+/// follows.
+const SCAN_CHUNK_EVENTS: usize = 1 << 16;
+
 fn scan_line(line: &Line) -> LineScan {
+    let n = line.events.len();
+    if n <= SCAN_CHUNK_EVENTS {
+        return scan_events(line, 0, n);
+    }
+    let parts: Vec<LineScan> = (0..n.div_ceil(SCAN_CHUNK_EVENTS))
+        .into_par_iter()
+        .map(|k| {
+            let from = k * SCAN_CHUNK_EVENTS;
+            scan_events(line, from, (from + SCAN_CHUNK_EVENTS).min(n))
+        })
+        .collect();
+    // Each part lists its events in ascending order, and the parts follow each other: joined in
+    // order they are what one pass over the line gives.
+    fn joined<T>(parts: &mut [LineScan], field: impl Fn(&mut LineScan) -> &mut Vec<T>) -> Vec<T> {
+        let mut out = Vec::with_capacity(parts.iter_mut().map(|p| field(p).len()).sum());
+        for p in parts.iter_mut() {
+            out.append(field(p));
+        }
+        out
+    }
+    let mut parts = parts;
+    LineScan {
+        roots: joined(&mut parts, |p| &mut p.roots),
+        consumers: joined(&mut parts, |p| &mut p.consumers),
+        producers: joined(&mut parts, |p| &mut p.producers),
+        step_names: joined(&mut parts, |p| &mut p.step_names),
+        group_ids: joined(&mut parts, |p| &mut p.group_ids),
+    }
+}
+
+/// [`scan_line`] over the events `from..to` (indices stay the line's).
+fn scan_events(line: &Line, from: usize, to: usize) -> LineScan {
     let mut s = LineScan::default();
-    for (ei, e) in line.events.iter().enumerate() {
-        let ei = ei as u32;
+    for (ei, e) in line.events[from..to].iter().enumerate() {
+        let ei = (from + ei) as u32;
         let st = &e.stats;
         if st.i64(StatKey::IsRoot).is_some_and(|v| v > 0) {
             s.roots.push(ei);
