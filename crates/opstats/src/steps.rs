@@ -1224,6 +1224,55 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_long_line_scanned_in_chunks_reads_as_one_pass_over_it() {
+        use crate::model::{Event, StatValue, Stats};
+        // Every kind of signal, spread so that each chunk holds some and chunk borders fall
+        // between them; the last chunk is short.
+        let n = 3 * SCAN_CHUNK_EVENTS + 5;
+        let events: Vec<Event> = (0..n)
+            .map(|i| {
+                let mut st = Vec::new();
+                if i % 7 == 0 {
+                    st.push((StatKey::IsRoot, StatValue::Int(1 + (i % 3) as i64)));
+                }
+                if i % 5 == 0 {
+                    st.push((StatKey::ProducerType, StatValue::Uint(1)));
+                    st.push((StatKey::ProducerId, StatValue::Uint(i as u64)));
+                }
+                if i % 3 == 0 {
+                    st.push((StatKey::ConsumerType, StatValue::Uint(1)));
+                    st.push((StatKey::ConsumerId, StatValue::Uint(i as u64 / 2)));
+                }
+                if i % 11 == 0 {
+                    st.push((StatKey::StepName, StatValue::Str(format!("s{i}").into())));
+                }
+                if i % 13 == 0 {
+                    st.push((StatKey::GroupId, StatValue::Int(i as i64 / 100)));
+                }
+                Event {
+                    start_ps: i as i64,
+                    duration_ps: 1,
+                    stats: Stats::from(st),
+                    ..Default::default()
+                }
+            })
+            .collect();
+        let line = Line {
+            events,
+            ..Default::default()
+        };
+        let (chunked, whole) = (scan_line(&line), scan_events(&line, 0, n));
+        assert_eq!(chunked.roots, whole.roots);
+        assert_eq!(chunked.consumers, whole.consumers);
+        assert_eq!(chunked.producers, whole.producers);
+        assert_eq!(chunked.step_names, whole.step_names);
+        assert_eq!(chunked.group_ids, whole.group_ids);
+        // The single pass itself saw every signal (the comparison is not between two empties).
+        assert_eq!(whole.roots.len(), n.div_ceil(7));
+        assert_eq!(whole.group_ids.len(), n.div_ceil(13));
+    }
+
+    #[test]
     fn host_groups_follow_nesting_and_flows_whatever_the_stored_order() {
         use crate::model::{Event, StatValue, Stats};
         let ev = |start: i64, dur: i64, stats: Vec<(StatKey, StatValue)>| Event {
