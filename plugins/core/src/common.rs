@@ -78,23 +78,24 @@ pub fn op_stats_with<'a>(
     Ok((stats, hosts, warnings))
 }
 
-/// Put the capture block first in `body`.
+/// Put the capture header ([`CaptureHeader`]) first in `body`.
 pub fn with_capture(
     s: &Session,
     used: &[&HostFile],
     warnings: &[String],
     body: serde_json::Map<String, serde_json::Value>,
 ) -> serde_json::Value {
+    let CaptureHeader { capture, run } = CaptureHeader::new(s, used, warnings);
     let mut m = serde_json::Map::new();
-    m.insert("capture".into(), s.capture_block(used, warnings));
-    m.insert("run".into(), serde_json::Value::from(s.run.clone()));
+    m.insert("capture".into(), capture);
+    m.insert("run".into(), serde_json::Value::from(run));
     m.extend(body);
     serde_json::Value::Object(m)
 }
 
-/// The fields every capture tool's result starts with, for results serialised from the
-/// tool's own types ([`xprof_plugin_api::ToolOutput::serialize`]): `#[serde(flatten)]` it
-/// first, as [`with_capture`] puts them first in a value.
+/// The fields every capture tool's result starts with: `#[serde(flatten)]` it first in a
+/// result serialised from the tool's own types ([`xprof_plugin_api::ToolOutput::serialize`]);
+/// [`with_capture`] puts the same fields first in a value.
 #[derive(serde::Serialize)]
 pub struct CaptureHeader {
     capture: serde_json::Value,

@@ -1,7 +1,7 @@
 use serde_json::json;
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use crate::common::session;
+use crate::common::{session, with_capture};
 
 pub struct GetHosts;
 register_tool!(GetHosts);
@@ -40,14 +40,14 @@ impl Tool for GetHosts {
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let s = session(call)?;
         let used: Vec<_> = s.hosts.iter().collect();
-        Ok(json!({
-            "capture": s.capture_block(&used, &[]),
-            "run": s.run,
-            "hosts": s.hosts.iter().map(|h| json!({
-                "hostname": h.name,
-                "file": h.path.display().to_string(),
-            })).collect::<Vec<_>>(),
-        })
-        .into())
+        let mut body = serde_json::Map::new();
+        body.insert(
+            "hosts".into(),
+            s.hosts
+                .iter()
+                .map(|h| json!({"hostname": h.name, "file": h.path.display().to_string()}))
+                .collect(),
+        );
+        Ok(with_capture(&s, &used, &[], body).into())
     }
 }

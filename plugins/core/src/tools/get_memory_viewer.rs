@@ -22,14 +22,11 @@ pub(crate) fn no_data_with_capture(
     reason: String,
     flags: &[&str],
 ) -> ToolOutput {
-    let nd = ToolOutput::no_data(reason, flags);
-    let mut m = Map::new();
-    m.insert("capture".into(), s.capture_block(used, &[]));
-    m.insert("run".into(), json!(s.run));
-    if let Value::Object(o) = nd.into_value() {
-        m.extend(o);
-    }
-    ToolOutput::json(Value::Object(m))
+    let body = match ToolOutput::no_data(reason, flags).into_value() {
+        Value::Object(o) => o,
+        _ => Map::new(),
+    };
+    ToolOutput::json(crate::common::with_capture(s, used, &[], body))
 }
 
 /// Flags that make a capture carry its HLO modules.
