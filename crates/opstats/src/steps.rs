@@ -252,7 +252,7 @@ fn scan_line(line: &Line) -> LineScan {
     if n <= SCAN_CHUNK_EVENTS {
         return scan_events(line, 0, n);
     }
-    let parts: Vec<LineScan> = (0..n.div_ceil(SCAN_CHUNK_EVENTS))
+    let mut parts: Vec<LineScan> = (0..n.div_ceil(SCAN_CHUNK_EVENTS))
         .into_par_iter()
         .map(|k| {
             let from = k * SCAN_CHUNK_EVENTS;
@@ -268,7 +268,6 @@ fn scan_line(line: &Line) -> LineScan {
         }
         out
     }
-    let mut parts = parts;
     LineScan {
         roots: joined(&mut parts, |p| &mut p.roots),
         consumers: joined(&mut parts, |p| &mut p.consumers),

@@ -156,8 +156,8 @@ impl XSpace {
 
     /// Every line's runs, in file order (chunked lines in their chunks).
     fn runs(&self) -> Vec<Run> {
-        let n = self.planes.iter().flat_map(|p| &p.lines);
-        let mut runs = Vec::with_capacity(n.map(|l| l.chunks.len().max(1)).sum());
+        let lines = self.planes.iter().flat_map(|p| &p.lines);
+        let mut runs = Vec::with_capacity(lines.map(|l| l.chunks.len().max(1)).sum());
         for (pi, p) in self.planes.iter().enumerate() {
             for (li, l) in p.lines.iter().enumerate() {
                 let (s, e) = l.msg;
