@@ -56,8 +56,37 @@ fn a_panic_in_a_stock_plugin_beside_it_is_an_internal_error() {
     );
 }
 
-/// The link took effect wherever the toolchain has the static archive: the host executable
-/// does not name `libgcc_s` at all (a needed library's name is in its dynamic string table).
+/// Whether the file at `path` holds the bytes `needle`.
+fn holds(path: &Path, needle: &[u8]) -> bool {
+    std::fs::read(path)
+        .unwrap()
+        .windows(needle.len())
+        .any(|w| w == needle)
+}
+
+/// The host and every first-party plugin hold `needle` exactly when `first_party` says so; the
+/// example vendor plugin, built the stock way on purpose, the other way round.
+fn assert_artifacts_hold(needle: &[u8], first_party: bool) {
+    let what = String::from_utf8_lossy(needle);
+    assert_eq!(
+        holds(Path::new(xprof_bin()), needle),
+        first_party,
+        "{} / {what}",
+        xprof_bin()
+    );
+    for so in std::fs::read_dir(plugin_dir()).unwrap().flatten() {
+        let name = so.file_name().to_string_lossy().into_owned();
+        let stock = name.contains("example_vendor");
+        assert_eq!(
+            holds(&so.path(), needle),
+            first_party != stock,
+            "{name} / {what}"
+        );
+    }
+}
+
+/// The link took effect wherever the toolchain has the static archive: the artifacts do not
+/// name `libgcc_s` at all (a needed library's name is in the dynamic string table).
 #[test]
 fn the_host_does_not_load_libgcc_s_when_the_static_unwinder_exists() {
     if xprof_link::static_unwinder().is_none()
@@ -65,22 +94,7 @@ fn the_host_does_not_load_libgcc_s_when_the_static_unwinder_exists() {
     {
         return;
     }
-    let bytes = std::fs::read(xprof_bin()).unwrap();
-    let needle = b"libgcc_s.so";
-    assert!(
-        !bytes.windows(needle.len()).any(|w| w == needle),
-        "{} still names libgcc_s",
-        xprof_bin()
-    );
-    for so in std::fs::read_dir(plugin_dir()).unwrap().flatten() {
-        let name = so.file_name().to_string_lossy().into_owned();
-        let names_it = std::fs::read(so.path())
-            .unwrap()
-            .windows(needle.len())
-            .any(|w| w == needle);
-        // The example vendor plugin is built the stock way on purpose.
-        assert_eq!(names_it, name.contains("example_vendor"), "{name}");
-    }
+    assert_artifacts_hold(b"libgcc_s.so", false);
 }
 
 /// Where the toolchain can, the host and the first-party plugins carry their relative
@@ -90,16 +104,5 @@ fn first_party_artifacts_pack_their_relative_relocations_when_the_toolchain_can(
     if !xprof_link::packed_relocations() || !cfg!(all(target_os = "linux", target_env = "gnu")) {
         return;
     }
-    let needle = b".relr.dyn";
-    let has = |p: &Path| {
-        std::fs::read(p)
-            .unwrap()
-            .windows(needle.len())
-            .any(|w| w == needle)
-    };
-    assert!(has(Path::new(xprof_bin())), "{}", xprof_bin());
-    for so in std::fs::read_dir(plugin_dir()).unwrap().flatten() {
-        let name = so.file_name().to_string_lossy().into_owned();
-        assert_eq!(has(&so.path()), !name.contains("example_vendor"), "{name}");
-    }
+    assert_artifacts_hold(b".relr.dyn", true);
 }
