@@ -73,6 +73,7 @@ pub mod cost_model;
 pub mod device;
 pub mod events;
 pub mod filter;
+mod flows;
 pub mod format;
 pub mod host;
 pub mod load;

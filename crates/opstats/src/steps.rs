@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 use rayon::prelude::*;
 
 use crate::device::{STEPS, XLA_MODULES, device_span};
+use crate::flows::{self, Context};
 use crate::model::{EventMetadata, Line, Plane, StatKey};
 use crate::tfop::{TfOpCategory, parse_tf_op};
 
@@ -223,9 +224,6 @@ pub struct HostGroups {
     pub roots: Vec<(usize, usize)>,
 }
 
-/// A flow context: (type, id).
-type Context = (u64, u64);
-
 /// One line's grouping signals, from a single pass over its events' stats (each pass over
 /// millions of events' stats is bound by memory latency, so everything is read at once).
 /// Event indices are as stored, ascending.
@@ -368,54 +366,6 @@ impl<'a> LineOrder<'a> {
     }
 }
 
-/// Sorts by flow context, stably. Flow types and ids usually span a few bytes: then LSD radix
-/// passes over the bits that vary (linear; a comparison sort of 100 000s of flows was a
-/// quarter of the step database), else a comparison sort.
-fn sort_by_context<P: Copy>(v: &mut Vec<(Context, P)>) {
-    const DIGIT: u32 = 11;
-    let (Some(t), Some(i)) = (
-        v.iter()
-            .map(|x| x.0.0)
-            .min()
-            .zip(v.iter().map(|x| x.0.0).max()),
-        v.iter()
-            .map(|x| x.0.1)
-            .min()
-            .zip(v.iter().map(|x| x.0.1).max()),
-    ) else {
-        return;
-    };
-    let bits = |(lo, hi): (u64, u64)| u64::BITS - (hi - lo).leading_zeros();
-    let (tbits, ibits) = (bits(t), bits(i));
-    if v.len() < 1024 || tbits + ibits > 4 * DIGIT {
-        v.sort_by_key(|x| x.0);
-        return;
-    }
-    // (type, id) → one order-preserving key of tbits + ibits bits.
-    let key = |x: &(Context, P)| ((x.0.0 - t.0) << ibits) | (x.0.1 - i.0);
-    let mut buf = v.clone();
-    for pass in 0..(tbits + ibits).div_ceil(DIGIT) {
-        let shift = pass * DIGIT;
-        let digit = |x: &(Context, P)| ((key(x) >> shift) & ((1 << DIGIT) - 1)) as usize;
-        let mut offsets = vec![0usize; 1 << DIGIT];
-        for x in v.iter() {
-            offsets[digit(x)] += 1;
-        }
-        let mut sum = 0;
-        for o in offsets.iter_mut() {
-            let c = *o;
-            *o = sum;
-            sum += c;
-        }
-        for x in v.iter() {
-            let d = digit(x);
-            buf[offsets[d]] = *x;
-            offsets[d] += 1;
-        }
-        std::mem::swap(v, &mut buf);
-    }
-}
-
 pub fn group_host_events(plane: &Plane) -> HostGroups {
     group_from_roots(plane, &mut scan_lines(plane))
 }
@@ -438,18 +388,23 @@ fn group_from_roots(plane: &Plane, scans: &mut [LineScan]) -> HostGroups {
             roots,
         };
     }
-    let trees: Vec<LineOrder> = plane.lines.par_iter().map(LineOrder::of).collect();
-    // Flows: consumers by context; each producer gets the range of its context's consumers,
-    // by one merge of the two sorted lists (instead of two binary searches per visit).
-    // Hundreds of thousands of flows: the merged lists are allocated at their size (not
-    // grown), and each line's consumers are freed as they are merged.
-    let mut consumers: Vec<(Context, (u32, u32))> =
-        Vec::with_capacity(scans.iter().map(|s| s.consumers.len()).sum());
-    for (li, s) in scans.iter_mut().enumerate() {
-        let line = std::mem::take(&mut s.consumers);
-        consumers.extend(line.into_iter().map(|(k, ei)| (k, (li as u32, ei))));
-    }
-    sort_by_context(&mut consumers);
+    // The flows' links and the lines' visiting orders are independent; on a capture whose
+    // events are mostly on one thread each is a large part of the grouping: side by side.
+    let consumers = scans
+        .iter_mut()
+        .map(|s| std::mem::take(&mut s.consumers))
+        .collect();
+    let producers: Vec<&[(Context, u32)]> = scans.iter().map(|s| s.producers.as_slice()).collect();
+    let (trees, flows) = rayon::join(
+        || {
+            plane
+                .lines
+                .par_iter()
+                .map(LineOrder::of)
+                .collect::<Vec<_>>()
+        },
+        || flows::link(consumers, &producers),
+    );
     // Producers numbered line by line, in stored order.
     let prod_base: Vec<usize> = scans
         .iter()
@@ -459,38 +414,6 @@ fn group_from_roots(plane: &Plane, scans: &mut [LineScan]) -> HostGroups {
             Some(b)
         })
         .collect();
-    let mut producers: Vec<(Context, u32)> =
-        Vec::with_capacity(scans.iter().map(|s| s.producers.len()).sum());
-    producers.extend(
-        scans
-            .iter()
-            .flat_map(|s| s.producers.iter().map(|&(k, _)| k))
-            .enumerate()
-            .map(|(i, k)| (k, i as u32)),
-    );
-    sort_by_context(&mut producers);
-    let mut ranges: Vec<(u32, u32)> = vec![(0, 0); producers.len()];
-    let mut c = 0usize;
-    for run in producers.chunk_by(|a, b| a.0 == b.0) {
-        let k = run[0].0;
-        while c < consumers.len() && consumers[c].0 < k {
-            c += 1;
-        }
-        let from = c;
-        while c < consumers.len() && consumers[c].0 == k {
-            c += 1;
-        }
-        // XProf does not link a context with 64+ producers and 64+ consumers (an id reused
-        // by unrelated events).
-        let r = if c - from >= 64 && run.len() >= 64 {
-            (0, 0)
-        } else {
-            (from as u32, c as u32)
-        };
-        for &(_, i) in run {
-            ranges[i as usize] = r;
-        }
-    }
     // Per line, the producers by position: (position, consumer range).
     let line_producers: Vec<Vec<(u32, (u32, u32))>> = scans
         .iter()
@@ -501,7 +424,7 @@ fn group_from_roots(plane: &Plane, scans: &mut [LineScan]) -> HostGroups {
                 .producers
                 .iter()
                 .enumerate()
-                .map(|(k, &(_, ei))| (t.pos(ei), ranges[base + k]))
+                .map(|(k, &(_, ei))| (t.pos(ei), flows.ranges[base + k]))
                 .collect();
             if !t.order.is_empty() {
                 v.sort_unstable_by_key(|x| x.0);
@@ -568,9 +491,9 @@ fn group_from_roots(plane: &Plane, scans: &mut [LineScan]) -> HostGroups {
                     if k < prods.len() && prods[k].0 as usize == q {
                         let (a, b) = prods[k].1;
                         work.extend(
-                            consumers[a as usize..b as usize]
+                            flows.consumers[a as usize..b as usize]
                                 .iter()
-                                .map(|&(_, (cl, ce))| (cl, trees[cl as usize].pos(ce))),
+                                .map(|&(cl, ce)| (cl, trees[cl as usize].pos(ce))),
                         );
                     }
                 }
@@ -1326,27 +1249,6 @@ mod tests {
         let g = group_host_events(&plane(rev(line0), rev(line1)));
         assert_eq!(g.roots, vec![(0, 3), (0, 0)]);
         assert_eq!(g.event_group, vec![vec![1, NO_GROUP, 0, 0], vec![0, 0]]);
-    }
-
-    #[test]
-    fn flow_contexts_sort_like_a_comparison_sort() {
-        // Small ranges (radix), a wide id range (comparison sort), and few elements.
-        let mut seed = 7u64;
-        let mut next = move || {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            seed >> 11
-        };
-        for (n, types, ids) in [(5000, 3, 1 << 20), (5000, 1, u64::MAX), (100, 2, 50)] {
-            let mut v: Vec<(Context, u32)> = (0..n)
-                .map(|k| ((60 + next() % types, 1000 + next() % ids), k))
-                .collect();
-            let mut want = v.clone();
-            want.sort_by_key(|x| x.0);
-            sort_by_context(&mut v);
-            assert_eq!(v, want);
-        }
     }
 
     #[test]
