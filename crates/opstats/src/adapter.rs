@@ -295,13 +295,26 @@ fn reader_keys(plane: xprof_xspace::Plane<'_>) -> IdMap<StatKey> {
 /// nothing here).
 type FastHash = foldhash::fast::FixedState;
 
+/// Where a run's events go.
+enum Sink<'a> {
+    /// A vector of the run's own (a line in one run: it becomes the line's events).
+    Own(Vec<Event>),
+    /// The run's part of its line's buffer, laid out before the scan: a line in several runs
+    /// is filled in place rather than copied together from its runs' vectors afterwards
+    /// (most of a large capture's events are on such lines).
+    Part {
+        events: &'a mut [Event],
+        filled: usize,
+    },
+}
+
 /// One run of a line's events converted: the events, whose [`Stats`] are ranges of `stats`
-/// (made shared once the run is complete, [`RunEvents::finish`]).
-struct RunEvents {
+/// (made shared once the run is complete, [`RunEvents::complete`]).
+struct RunEvents<'a> {
     keys: KeyTable,
     /// Index of the empty metadata appended to the plane's (events naming unknown metadata).
     unknown: u32,
-    events: Vec<Event>,
+    events: Sink<'a>,
     stats: StatChunk,
     /// `ref_value`s resolved, each once per run: their index in `stats`' string table.
     refs: HashMap<u64, u32, FastHash>,
@@ -311,12 +324,12 @@ struct RunEvents {
     strs: HashMap<Arc<str>, u32, FastHash>,
 }
 
-impl RunEvents {
-    fn new(keys: KeyTable, unknown: u32) -> Self {
+impl<'a> RunEvents<'a> {
+    fn new(keys: KeyTable, unknown: u32, events: Sink<'a>) -> Self {
         RunEvents {
             keys,
             unknown,
-            events: Vec::new(),
+            events,
             stats: StatChunk::default(),
             refs: HashMap::default(),
             strs: HashMap::default(),
@@ -335,10 +348,10 @@ impl RunEvents {
     }
 
     /// Resolve `stats` into the run's stat storage.
-    fn append<'a>(
+    fn append<'s>(
         &mut self,
-        plane: xprof_xspace::Plane<'a>,
-        stats: impl Iterator<Item = xprof_xspace::Stat<'a>>,
+        plane: xprof_xspace::Plane<'s>,
+        stats: impl Iterator<Item = xprof_xspace::Stat<'s>>,
     ) {
         use xprof_xspace::StatValue as V;
         for s in stats {
@@ -380,10 +393,10 @@ impl RunEvents {
     }
 
     /// Resolve `stats` into the run's stat storage; returns the range they occupy.
-    fn resolve<'a>(
+    fn resolve<'s>(
         &mut self,
-        plane: xprof_xspace::Plane<'a>,
-        stats: impl Iterator<Item = xprof_xspace::Stat<'a>>,
+        plane: xprof_xspace::Plane<'s>,
+        stats: impl Iterator<Item = xprof_xspace::Stat<'s>>,
     ) -> Stats {
         let start = self.stats.len();
         self.append(plane, stats);
@@ -400,34 +413,53 @@ impl RunEvents {
         if occurrences != 0 {
             self.stats.push_int(StatKey::NumOccurrences, occurrences);
         }
-        let stats = self.since(start);
-        self.events.push(Event {
+        let event = Event {
             metadata: metadata_position.map_or(self.unknown, |p| p as u32),
             start_ps: e.start_ps(),
             duration_ps: e.duration_ps(),
-            stats,
-        });
+            stats: self.since(start),
+        };
+        match &mut self.events {
+            Sink::Own(v) => v.push(event),
+            Sink::Part { events, filled } => {
+                // The part has a slot per event of the run (`EventScan::start`).
+                if let Some(slot) = events.get_mut(*filled) {
+                    *slot = event;
+                }
+                *filled += 1;
+            }
+        }
     }
 
-    /// The events, their stats pointing into the run's (now shared) storage.
-    fn finish(self) -> Vec<Event> {
-        let mut events = self.events;
-        if events.capacity() - events.len() > events.len() / 8 {
-            events.shrink_to_fit();
-        }
+    /// The run is complete: point its events' stats into the run's storage, now shared, and
+    /// free what only the conversion needed.
+    fn complete(&mut self) {
+        self.refs = HashMap::default();
+        self.strs = HashMap::default();
+        let events: &mut [Event] = match &mut self.events {
+            Sink::Own(v) => {
+                if v.capacity() - v.len() > v.len() / 8 {
+                    v.shrink_to_fit();
+                }
+                v
+            }
+            Sink::Part { events, filled } => {
+                let n = (*filled).min(events.len());
+                &mut events[..n]
+            }
+        };
         if self.stats.is_empty() {
-            return events;
+            return;
         }
-        let mut stats = self.stats;
+        let mut stats = std::mem::take(&mut self.stats);
         stats.shrink_to_fit();
         let chunk = Arc::new(stats);
-        for e in &mut events {
+        for e in events {
             let (start, len) = e.stats.range();
             if len > 0 {
                 e.stats = Stats::in_chunk(&chunk, start, len);
             }
         }
-        events
     }
 }
 
@@ -457,7 +489,7 @@ fn engine_reads_plane(plane: &str) -> bool {
 /// A plane's metadata (with the empty entry for unknown ids appended), its stats and the
 /// lines the engine reads, without their events.
 fn plane_shell(p: xprof_xspace::Plane<'_>, keys: &KeyTable) -> (Plane, Vec<usize>) {
-    let mut r = RunEvents::new(keys.clone(), 0);
+    let mut r = RunEvents::new(keys.clone(), 0, Sink::Own(Vec::new()));
     let mut metadata = Vec::with_capacity(p.num_event_metadata() + 1);
     for m in p.event_metadata_iter() {
         let stats = r.resolve(p, m.stats());
@@ -509,30 +541,24 @@ fn plane_shell(p: xprof_xspace::Plane<'_>, keys: &KeyTable) -> (Plane, Vec<usize
     (plane, kept)
 }
 
-/// One line's events from its runs (in file order).
-fn concat_runs(mut runs: Vec<Vec<Event>>) -> Vec<Event> {
-    if runs.len() <= 1 {
-        return runs.pop().unwrap_or_default();
-    }
-    let total: usize = runs.iter().map(Vec::len).sum();
-    let mut rest = runs.into_iter();
-    let mut events = rest.next().unwrap_or_default();
-    events.reserve_exact(total - events.len());
-    for mut r in rest {
-        events.append(&mut r);
-    }
-    events
-}
+/// A line's place: (plane's position in the file, line's position in the plane).
+type LineKey = (usize, usize);
 
 /// What [`load_host_space`] does with each run of events while the reader validates them.
-struct Convert {
+struct Convert<'a> {
     /// Per plane (by its index in the file): the stat key table, built by the first run.
     keys: std::sync::Mutex<HashMap<usize, KeyTable>>,
+    /// The parts of the lines in several runs, by (line, first event of the run).
+    parts: std::sync::Mutex<HashMap<(LineKey, usize), &'a mut [Event]>>,
 }
 
-impl xprof_xspace::EventScan for Convert {
-    type Acc = RunEvents;
-    fn start(&self, line: xprof_xspace::Line<'_>) -> Option<RunEvents> {
+impl<'a> xprof_xspace::EventScan for Convert<'a> {
+    type Acc = RunEvents<'a>;
+    fn start(
+        &self,
+        line: xprof_xspace::Line<'_>,
+        run: &xprof_xspace::Run,
+    ) -> Option<RunEvents<'a>> {
         let p = line.plane();
         if !engine_reads_plane(p.name()) || !engine_reads_line(p.name(), line.name()) {
             return None;
@@ -544,19 +570,41 @@ impl xprof_xspace::EventScan for Convert {
             .entry(p.index())
             .or_insert_with(|| Arc::new(reader_keys(p)))
             .clone();
-        let mut acc = RunEvents::new(keys, p.num_event_metadata() as u32);
-        // A line under 2 MiB is one run; a longer one comes in ~1 MiB runs, and which of them
-        // this is is not known here. Room for the largest means no run regrows (an average
-        // guess left runs over it doubled, at up to twice their size until assembled); the
-        // shorter last run gives its slack back in `finish`.
-        let most = line.event_runs().iter().map(|r| r.len()).max().unwrap_or(0);
-        acc.events.reserve_exact(most);
-        Some(acc)
+        let part = self
+            .parts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&((p.index(), run.line), run.events.start));
+        let sink = match part {
+            Some(events) => Sink::Part { events, filled: 0 },
+            None => Sink::Own(Vec::with_capacity(run.events.len())),
+        };
+        Some(RunEvents::new(keys, p.num_event_metadata() as u32, sink))
     }
     #[inline]
-    fn event(&self, acc: &mut RunEvents, e: xprof_xspace::Event<'_>, position: Option<usize>) {
+    fn event(&self, acc: &mut RunEvents<'a>, e: xprof_xspace::Event<'_>, position: Option<usize>) {
         acc.event(e, position);
     }
+    fn finish(&self, acc: &mut RunEvents<'a>) {
+        acc.complete();
+    }
+}
+
+/// The lines the engine reads that come in several runs, with each run's events.
+fn lines_in_parts(framed: &xprof_xspace::Framed) -> Vec<(LineKey, Vec<std::ops::Range<usize>>)> {
+    let mut lines: Vec<(LineKey, Vec<std::ops::Range<usize>>)> = Vec::new();
+    for r in framed.runs() {
+        if !engine_reads_plane(r.plane_name) || !engine_reads_line(r.plane_name, r.line_name) {
+            continue;
+        }
+        let key = (r.plane, r.run.line);
+        match lines.last_mut() {
+            Some((k, runs)) if *k == key => runs.push(r.run.events),
+            _ => lines.push((key, vec![r.run.events])),
+        }
+    }
+    lines.retain(|(_, runs)| runs.len() > 1);
+    lines
 }
 
 /// Open `path` and convert it to the model in the pass that validates it (the events of the
@@ -567,56 +615,96 @@ pub fn load_host_space<R: Send>(
     path: &std::path::Path,
     also: impl FnOnce(&xprof_xspace::XSpace) -> R + Send,
 ) -> Result<(xprof_xspace::XSpace, Vec<Plane>, R), xprof_xspace::XSpaceError> {
+    use rayon::prelude::*;
+    let framed = xprof_xspace::XSpace::open_framed(path, &xprof_xspace::ReadOptions::default())?;
+    let long = lines_in_parts(&framed);
+    // Each such line's buffer, written through in parallel so that its pages are faulted in
+    // on both cores; its runs then overwrite their parts.
+    let mut buffers: Vec<Vec<Event>> = long
+        .iter()
+        .map(|(_, runs)| {
+            let n = runs.last().map_or(0, |r| r.end);
+            let mut v = Vec::with_capacity(n);
+            v.par_extend(rayon::iter::repeat_n(Event::default(), n));
+            v
+        })
+        .collect();
+    let mut parts = HashMap::new();
+    for ((key, runs), buffer) in long.iter().zip(buffers.iter_mut()) {
+        let mut rest: &mut [Event] = buffer;
+        for r in runs {
+            let (part, after) = std::mem::take(&mut rest).split_at_mut(r.len());
+            parts.insert((*key, r.start), part);
+            rest = after;
+        }
+    }
     let scan = Convert {
         keys: Default::default(),
+        parts: std::sync::Mutex::new(parts),
     };
-    let (space, runs) =
-        xprof_xspace::XSpace::open_scan(path, &xprof_xspace::ReadOptions::default(), &scan)?;
+    let (space, runs) = framed.scan(&scan)?;
     let keys = scan.keys.into_inner().unwrap_or_else(|e| e.into_inner());
-    let (out, r) = rayon::join(|| assemble(&space, runs, &keys), || also(&space));
+    // The runs in their own vectors; the others are in the buffers (whose borrows end here).
+    let mut own = Vec::new();
+    for s in runs {
+        match s.acc.events {
+            Sink::Own(v) => own.push((s.plane, s.line, v)),
+            Sink::Part { events, filled } => {
+                // `EventScan::start`: a completed run had exactly one event per slot.
+                debug_assert_eq!(filled, events.len());
+            }
+        }
+    }
+    let filled: HashMap<LineKey, Vec<Event>> =
+        long.into_iter().map(|(k, _)| k).zip(buffers).collect();
+    let (out, r) = rayon::join(|| assemble(&space, own, filled, &keys), || also(&space));
     Ok((space, out, r))
 }
 
-/// The planes of `space` from the runs [`Convert`] converted.
+/// The planes of `space` from the converted events: the runs in their own vectors (by the
+/// plane's position in `space` and the line's) and the lines filled in place (by the plane's
+/// position in the file and the line's).
 fn assemble(
     space: &xprof_xspace::XSpace,
-    runs: Vec<xprof_xspace::Scanned<RunEvents>>,
+    own: Vec<(usize, usize, Vec<Event>)>,
+    mut filled: HashMap<LineKey, Vec<Event>>,
     keys: &HashMap<usize, KeyTable>,
 ) -> Vec<Plane> {
     use rayon::prelude::*;
-    // Each run's events with shared stats, in parallel; then grouped per (plane, line).
-    let runs: Vec<(usize, usize, Vec<Event>)> = runs
-        .into_par_iter()
-        .map(|s| (s.plane, s.line, s.acc.finish()))
-        .collect();
     let planes: Vec<xprof_xspace::Plane<'_>> = space.planes().collect();
-    let mut per_line: Vec<Vec<Vec<Vec<Event>>>> = planes
+    let mut per_line: Vec<Vec<Vec<Event>>> = planes
         .iter()
         .map(|p| (0..p.lines().len()).map(|_| Vec::new()).collect())
         .collect();
-    for (pi, li, events) in runs {
-        per_line[pi][li].push(events);
+    for (pi, li, mut events) in own {
+        // One run per line, unless a line in several runs found no buffer: then its runs, in
+        // file order.
+        let line = &mut per_line[pi][li];
+        if line.is_empty() {
+            *line = events;
+        } else {
+            line.append(&mut events);
+        }
+    }
+    for (p, lines) in planes.iter().zip(per_line.iter_mut()) {
+        for (li, events) in lines.iter_mut().enumerate() {
+            if let Some(v) = filled.remove(&(p.index(), li)) {
+                *events = v;
+            }
+        }
     }
     planes
         .par_iter()
         .zip(per_line)
         .filter(|(p, _)| engine_reads_plane(p.name()))
-        .map(|(p, lines)| {
+        .map(|(p, mut lines)| {
             let keys = keys
                 .get(&p.index())
                 .cloned()
                 .unwrap_or_else(|| Arc::new(reader_keys(*p)));
             let (mut plane, kept) = plane_shell(*p, &keys);
-            let mut lines: Vec<Option<Vec<Vec<Event>>>> = lines.into_iter().map(Some).collect();
-            let events: Vec<Vec<Event>> = kept
-                .iter()
-                .map(|&i| lines[i].take().unwrap_or_default())
-                .collect::<Vec<_>>()
-                .into_par_iter()
-                .map(concat_runs)
-                .collect();
-            for (line, events) in plane.lines.iter_mut().zip(events) {
-                line.events = events;
+            for (line, &i) in plane.lines.iter_mut().zip(&kept) {
+                line.events = std::mem::take(&mut lines[i]);
             }
             plane
         })

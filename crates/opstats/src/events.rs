@@ -673,7 +673,7 @@ struct GroupRun {
 
 impl EventScan for GroupScan<'_, '_> {
     type Acc = GroupRun;
-    fn start(&self, line: Line<'_>) -> Option<GroupRun> {
+    fn start(&self, line: Line<'_>, _: &xprof_xspace::Run) -> Option<GroupRun> {
         let filter = self.0.start(line)?;
         let slots = filter.keep.len();
         Some(GroupRun {
@@ -700,7 +700,7 @@ struct CountScan<'q, 'f>(OpenFilters<'q, 'f>);
 
 impl EventScan for CountScan<'_, '_> {
     type Acc = (Arc<SlotFilter>, usize);
-    fn start(&self, line: Line<'_>) -> Option<Self::Acc> {
+    fn start(&self, line: Line<'_>, _: &xprof_xspace::Run) -> Option<Self::Acc> {
         Some((self.0.start(line)?, 0))
     }
     #[inline]

@@ -515,3 +515,54 @@ fn reader_and_prost_adapters_agree() {
         assert_eq!(a.program_names, b.program_names, "{}", f.display());
     }
 }
+
+/// Lines long enough to be converted in several runs (each filling its part of the line's
+/// buffer) give the model the prost decoder gives, event by event and stat by stat.
+#[test]
+fn lines_converted_in_parts_match_the_prost_adapter() {
+    use xprof_testkit::XSpaceBuilder;
+    let b = XSpaceBuilder::new().plane("/host:CPU", |p| {
+        p.line_with_id(1, "python", |mut l| {
+            for k in 0..120_000i64 {
+                l = l.event(if k % 3 == 0 { "a" } else { "b" }, k * 10, k % 7);
+                l = match k % 4 {
+                    0 => l.stat("group_id", k),
+                    1 => l.stat("hlo_op", format!("op{}", k % 5)).stat("_r", 1i64),
+                    2 => l.stat("_p", k as u64).stat("_pt", 2u64),
+                    _ => l,
+                };
+            }
+            l
+        })
+        .line_with_id(2, "short", |l| l.event("c", 5, 3).stat("_c", 7u64))
+        .line_with_id(3, "python2", |mut l| {
+            for k in 0..90_000i64 {
+                l = l.event("d", k * 20, 11).stat("step_num", k);
+            }
+            l
+        })
+    });
+    let bytes = b.to_bytes();
+    let framed = xprof_xspace::XSpace::from_bytes_framed(bytes.clone(), "cap", &Default::default());
+    let runs = framed.unwrap().runs().len();
+    assert!(runs >= 3 + 2, "{runs} runs: too few lines in several runs");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("host0.xplane.pb");
+    std::fs::write(&path, &bytes).unwrap();
+    let want = xprof_opstats::adapter::host_space("h", &b.build(), vec![]);
+    let (got, _) = load_host("h", &path, &[]).unwrap();
+    let key = |e: &xprof_opstats::model::Event| {
+        let stats: Vec<String> = e.stats.iter().map(|s| format!("{s:?}")).collect();
+        (e.metadata, e.start_ps, e.duration_ps, stats)
+    };
+    assert_eq!(want.planes.len(), got.planes.len());
+    for (w, g) in want.planes.iter().zip(&got.planes) {
+        assert_eq!(w.lines.len(), g.lines.len());
+        for (wl, gl) in w.lines.iter().zip(&g.lines) {
+            assert_eq!(wl.events.len(), gl.events.len(), "line {}", wl.name);
+            for (k, (we, ge)) in wl.events.iter().zip(&gl.events).enumerate() {
+                assert_eq!(key(we), key(ge), "line {} event {k}", wl.name);
+            }
+        }
+    }
+}

@@ -64,7 +64,7 @@ fn open_scan(bencher: divan::Bencher, name: &str) {
     struct Sum;
     impl xprof_xspace::EventScan for Sum {
         type Acc = i64;
-        fn start(&self, _: xprof_xspace::Line<'_>) -> Option<i64> {
+        fn start(&self, _: xprof_xspace::Line<'_>, _: &xprof_xspace::Run) -> Option<i64> {
             Some(0)
         }
         fn event(&self, acc: &mut i64, e: xprof_xspace::Event<'_>, _: Option<usize>) {

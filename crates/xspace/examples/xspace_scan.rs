@@ -56,7 +56,7 @@ struct ByMetadata<'f> {
 
 impl xprof_xspace::EventScan for ByMetadata<'_> {
     type Acc = Vec<Acc>;
-    fn start(&self, line: xprof_xspace::Line<'_>) -> Option<Vec<Acc>> {
+    fn start(&self, line: xprof_xspace::Line<'_>, _: &xprof_xspace::Run) -> Option<Vec<Acc>> {
         let plane = line.plane();
         if line.num_events() == 0 || !(self.planes)(plane.name()) {
             return None;

@@ -74,7 +74,7 @@ pub mod wire;
 
 pub use error::XSpaceError;
 pub use nesting::{NestedEvent, self_times};
-pub use scan::{EventScan, ScanResult, Scanned};
+pub use scan::{EventScan, Framed, FramedRun, Run, ScanResult, Scanned};
 
 use rayon::prelude::*;
 use std::collections::HashMap;

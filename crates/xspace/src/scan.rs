@@ -8,6 +8,12 @@
 //! [`XSpace::open`] and can be used in every other way; on malformed input it fails (or drops
 //! the plane, with a diagnostic) exactly as `open` would, and no accumulator of a failed plane
 //! is returned.
+//!
+//! [`XSpace::open_framed`] is the same in two steps: the framed capture tells how its events
+//! fall into runs ([`Framed::runs`]) before [`Framed::scan`] visits them, so a scan can lay
+//! out its output first (e.g. one buffer per line that its runs fill in place).
+
+use std::ops::Range;
 
 use rayon::prelude::*;
 
@@ -25,8 +31,9 @@ pub trait EventScan: Sync {
     /// One run's state.
     type Acc: Send;
     /// Called once per run before its events; `None` skips the run's events (they are still
-    /// validated).
-    fn start(&self, line: Line<'_>) -> Option<Self::Acc>;
+    /// validated). Unless the run fails, [`EventScan::event`] is then called once for each
+    /// event of `run.events`, in order.
+    fn start(&self, line: Line<'_>, run: &Run) -> Option<Self::Acc>;
     /// One event of the run, in file order; `metadata_position` is
     /// [`Plane::event_metadata_position`] of its metadata id (`None`: the plane lacks it).
     fn event(&self, acc: &mut Self::Acc, event: Event<'_>, metadata_position: Option<usize>);
@@ -46,13 +53,80 @@ pub struct Scanned<A> {
     pub acc: A,
 }
 
-/// One run of a line's events: `[start, end)` holding events numbered from `first`.
-struct Run {
+/// Which events of which line a run holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Run {
+    /// The line's position among its plane's lines.
+    pub line: usize,
+    /// The run's events, numbered within the line.
+    pub events: Range<usize>,
+}
+
+/// A run as [`XSpace::open_framed`] lays it out, before its events are validated.
+#[derive(Clone, Debug)]
+pub struct FramedRun<'a> {
+    /// The plane's position among the file's planes ([`Plane::index`]).
+    pub plane: usize,
+    /// [`Plane::name`].
+    pub plane_name: &'a str,
+    /// [`Line::name`].
+    pub line_name: &'a str,
+    /// The line and its events in the run.
+    pub run: Run,
+}
+
+/// A capture whose planes and lines are framed (their own fields read, every event's tag and
+/// length checked) but whose events are not yet validated ([`XSpace::open_framed`]). It
+/// offers no events: their contents are checked only by [`Framed::scan`].
+pub struct Framed {
+    space: XSpace,
+    strict: bool,
+}
+
+impl Framed {
+    /// Every run of every line, in file order (the order of [`Framed::scan`]'s results).
+    pub fn runs(&self) -> Vec<FramedRun<'_>> {
+        self.space
+            .runs()
+            .into_iter()
+            .map(|r| {
+                let plane = Plane {
+                    space: &self.space,
+                    d: &self.space.planes[r.plane],
+                };
+                FramedRun {
+                    plane: plane.index(),
+                    plane_name: plane.name(),
+                    line_name: plane.s(plane.d.lines[r.line].name),
+                    run: r.run(),
+                }
+            })
+            .collect()
+    }
+
+    /// Validate the events and pass each to `scan`: [`XSpace::open_scan`]'s second step.
+    pub fn scan<S: EventScan>(self, scan: &S) -> ScanResult<S::Acc> {
+        self.space.scan_deferred(self.strict, scan)
+    }
+}
+
+/// One run of a line's events: bytes `[start, end)` holding events `first..last`.
+struct RunSpan {
     plane: usize,
     line: usize,
     start: usize,
     end: usize,
     first: usize,
+    last: usize,
+}
+
+impl RunSpan {
+    fn run(&self) -> Run {
+        Run {
+            line: self.line,
+            events: self.first..self.last,
+        }
+    }
 }
 
 /// A validated space and its runs' accumulators, in file order.
@@ -70,10 +144,21 @@ impl XSpace {
         opts: &ReadOptions,
         scan: &S,
     ) -> ScanResult<S::Acc> {
+        Self::open_framed(path, opts)?.scan(scan)
+    }
+
+    /// [`XSpace::open_scan`]'s first step: read and frame the capture; errors and dropped
+    /// planes of the framing are [`XSpace::open_with`]'s.
+    pub fn open_framed(
+        path: impl AsRef<std::path::Path>,
+        opts: &ReadOptions,
+    ) -> Result<Framed, XSpaceError> {
         let path = path.as_ref();
         let buf = Self::read_backing(path, opts)?;
-        let space = Self::parse(buf, path.display().to_string(), opts, true)?;
-        space.scan_deferred(opts, scan)
+        Ok(Framed {
+            space: Self::parse(buf, path.display().to_string(), opts, true)?,
+            strict: opts.strict,
+        })
     }
 
     /// [`XSpace::open_scan`] over bytes in memory.
@@ -83,11 +168,22 @@ impl XSpace {
         opts: &ReadOptions,
         scan: &S,
     ) -> ScanResult<S::Acc> {
-        let space = Self::parse(Backing::Owned(bytes), name.to_string(), opts, true)?;
-        space.scan_deferred(opts, scan)
+        Self::from_bytes_framed(bytes, name, opts)?.scan(scan)
     }
 
-    fn scan_deferred<S: EventScan>(mut self, opts: &ReadOptions, scan: &S) -> ScanResult<S::Acc> {
+    /// [`XSpace::open_framed`] over bytes in memory.
+    pub fn from_bytes_framed(
+        bytes: Vec<u8>,
+        name: &str,
+        opts: &ReadOptions,
+    ) -> Result<Framed, XSpaceError> {
+        Ok(Framed {
+            space: Self::parse(Backing::Owned(bytes), name.to_string(), opts, true)?,
+            strict: opts.strict,
+        })
+    }
+
+    fn scan_deferred<S: EventScan>(mut self, strict: bool, scan: &S) -> ScanResult<S::Acc> {
         let runs = self.runs();
         let results: Vec<RunResult<S::Acc>> = {
             let space = &self;
@@ -134,7 +230,7 @@ impl XSpace {
                     new_index[pi] = kept.len();
                     kept.push(p);
                 }
-                Some(l) if opts.strict => return Err(malformed(&self.source, &self.buf, l)),
+                Some(l) if strict => return Err(malformed(&self.source, &self.buf, l)),
                 Some(l) => {
                     self.skipped_planes += 1;
                     self.diagnostics.push(skipped_plane(&l));
@@ -155,30 +251,32 @@ impl XSpace {
     }
 
     /// Every line's runs, in file order (chunked lines in their chunks).
-    fn runs(&self) -> Vec<Run> {
+    fn runs(&self) -> Vec<RunSpan> {
         let lines = self.planes.iter().flat_map(|p| &p.lines);
         let mut runs = Vec::with_capacity(lines.map(|l| l.chunks.len().max(1)).sum());
         for (pi, p) in self.planes.iter().enumerate() {
             for (li, l) in p.lines.iter().enumerate() {
                 let (s, e) = l.msg;
                 if l.chunks.is_empty() {
-                    runs.push(Run {
+                    runs.push(RunSpan {
                         plane: pi,
                         line: li,
                         start: s,
                         end: e,
                         first: 0,
+                        last: l.num_events,
                     });
                     continue;
                 }
                 for (k, &(start, first)) in l.chunks.iter().enumerate() {
-                    let end = l.chunks.get(k + 1).map_or(e, |c| c.0);
-                    runs.push(Run {
+                    let (end, last) = l.chunks.get(k + 1).copied().unwrap_or((e, l.num_events));
+                    runs.push(RunSpan {
                         plane: pi,
                         line: li,
                         start,
                         end,
                         first,
+                        last,
                     });
                 }
             }
@@ -187,7 +285,7 @@ impl XSpace {
     }
 
     /// Validate and decode one run's events, feeding them to `scan`.
-    fn visit<S: EventScan>(&self, r: &Run, scan: &S) -> RunResult<S::Acc> {
+    fn visit<S: EventScan>(&self, r: &RunSpan, scan: &S) -> RunResult<S::Acc> {
         let plane = Plane {
             space: self,
             d: &self.planes[r.plane],
@@ -202,7 +300,7 @@ impl XSpace {
             let name = std::str::from_utf8(&buf[d.name.0..d.name.1]).unwrap_or("");
             format!("XSpace.planes[{}] ('{name}').lines[{}]", d.index, r.line)
         };
-        let mut acc = scan.start(line);
+        let mut acc = scan.start(line, &r.run());
         let (mut p, end) = (r.start, r.end);
         let (mut k, mut missing) = (r.first, 0usize);
         while p < end {

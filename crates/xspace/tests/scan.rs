@@ -11,7 +11,7 @@ use std::path::Path;
 use xprof_proto::xplane as pb;
 use xprof_testkit::XSpaceBuilder;
 use xprof_xspace::{
-    Event, EventData, EventScan, Line, ReadOptions, ScanResult, XSpace, XSpaceError,
+    Event, EventData, EventScan, Line, ReadOptions, Run, ScanResult, XSpace, XSpaceError,
 };
 
 /// What a test compares per event.
@@ -34,7 +34,7 @@ struct Collect<'s> {
 
 impl EventScan for Collect<'_> {
     type Acc = Vec<Row>;
-    fn start(&self, line: Line<'_>) -> Option<Vec<Row>> {
+    fn start(&self, line: Line<'_>, _: &Run) -> Option<Vec<Row>> {
         (!self.skip.contains(&line.name())).then(Vec::new)
     }
     fn event(&self, acc: &mut Vec<Row>, e: Event<'_>, position: Option<usize>) {
@@ -403,6 +403,57 @@ fn open_scan_frames_huge_lines_of_every_length_and_field_like_open() {
                 tl.duration_ps
             )
         );
+    }
+}
+
+/// Records each run's [`Run`] and how many events it was given.
+struct Runs;
+
+impl EventScan for Runs {
+    type Acc = (Run, usize);
+    fn start(&self, _: Line<'_>, run: &Run) -> Option<(Run, usize)> {
+        Some((run.clone(), 0))
+    }
+    fn event(&self, acc: &mut (Run, usize), _: Event<'_>, _: Option<usize>) {
+        acc.1 += 1;
+    }
+}
+
+#[test]
+fn framed_runs_number_the_events_the_scan_then_gives_each_run() {
+    let (bytes, _) = mixed_huge_lines();
+    let opts = ReadOptions::default();
+    let open = XSpace::from_bytes_named(bytes.clone(), "cap", &opts).unwrap();
+    let framed = XSpace::from_bytes_framed(bytes, "cap", &opts).unwrap();
+    let laid_out: Vec<(usize, Run)> = framed
+        .runs()
+        .into_iter()
+        .map(|r| (r.plane, r.run))
+        .collect();
+    // Per line: consecutive ranges from 0 to its event count, the chunks `open` validates.
+    let plane = open.planes().next().unwrap();
+    for (li, l) in plane.lines().enumerate() {
+        let ranges: Vec<_> = laid_out
+            .iter()
+            .filter(|(p, r)| *p == plane.index() && r.line == li)
+            .map(|(_, r)| r.events.clone())
+            .collect();
+        let lens: Vec<usize> = ranges.iter().map(|r| r.len()).collect();
+        let chunks: Vec<usize> = l.event_runs().iter().map(|r| r.len()).collect();
+        assert_eq!(lens, chunks, "line {li}");
+        assert!(ranges.windows(2).all(|w| w[0].end == w[1].start));
+        assert_eq!(ranges.first().map(|r| r.start), Some(0));
+        assert_eq!(ranges.last().map(|r| r.end), Some(l.num_events()));
+    }
+    // The scan starts the runs laid out, in that order, and gives each its events.
+    let (_, scanned) = framed.scan(&Runs).unwrap();
+    let visited: Vec<(usize, Run)> = scanned.iter().map(|s| (s.line, s.acc.0.clone())).collect();
+    assert_eq!(visited.len(), laid_out.len());
+    for ((line, run), (_, want)) in visited.iter().zip(&laid_out) {
+        assert_eq!((*line, run), (want.line, want));
+    }
+    for s in &scanned {
+        assert_eq!(s.acc.1, s.acc.0.events.len());
     }
 }
 
