@@ -69,7 +69,7 @@ fn violations(tool: &str, what: &str, r: &Run) -> Option<String> {
             )),
             Err(e) => Some(format!("{tool} on {what}: stdout is not JSON ({e})")),
         },
-        code @ (2 | 3 | 4) => {
+        code @ 2..=4 => {
             if !r.stdout.is_empty() {
                 return Some(format!(
                     "{tool} on {what}: exit {code} with stdout:\n{}",

@@ -60,10 +60,10 @@ pub fn built() -> &'static Built {
             if v["reason"] != "compiler-artifact" {
                 continue;
             }
-            if let Some(exe) = v["executable"].as_str() {
-                if v["target"]["name"] == "xprof" {
-                    xprof = Some(PathBuf::from(exe));
-                }
+            if let Some(exe) = v["executable"].as_str()
+                && v["target"]["name"] == "xprof"
+            {
+                xprof = Some(PathBuf::from(exe));
             }
             for f in v["filenames"].as_array().into_iter().flatten() {
                 if let Some(f) = f.as_str()
