@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use xprof_proto::xla::HloProto;
 use xprof_proto::xplane::{XPlane, XSpace, XStat, x_event, x_stat};
+use xprof_xspace::hlo::EmbeddedModule;
 
 use crate::model::{
     Event, EventMetadata, HloInstr, HloModuleInfo, HostSpace, Line, Plane, StatChunk, StatKey,
@@ -607,13 +608,21 @@ fn lines_in_parts(framed: &xprof_xspace::Framed) -> Vec<(LineKey, Vec<std::ops::
     lines
 }
 
+/// The identity of each embedded module, to tell whether a scan dropped any.
+fn module_ids(modules: &[EmbeddedModule<'_>]) -> Vec<(u64, i64)> {
+    modules
+        .iter()
+        .map(|m| (m.program_id, m.metadata_id))
+        .collect()
+}
+
 /// Open `path` and convert it to the model in the pass that validates it (the events of the
-/// lines the engine reads are converted as the reader checks them, in parallel runs), then run
-/// `also` on the space while the planes are assembled. Errors, dropped planes and diagnostics
-/// are [`xprof_xspace::XSpace::open`]'s.
+/// lines the engine reads are converted as the reader checks them, in parallel runs), running
+/// `also` on the capture's embedded HLO modules meanwhile. Errors, dropped planes and
+/// diagnostics are [`xprof_xspace::XSpace::open`]'s.
 pub fn load_host_space<R: Send>(
     path: &std::path::Path,
-    also: impl FnOnce(&xprof_xspace::XSpace) -> R + Send,
+    also: impl Fn(&[EmbeddedModule<'_>]) -> R + Sync,
 ) -> Result<(xprof_xspace::XSpace, Vec<Plane>, R), xprof_xspace::XSpaceError> {
     use rayon::prelude::*;
     let framed = xprof_xspace::XSpace::open_framed(path, &xprof_xspace::ReadOptions::default())?;
@@ -642,7 +651,20 @@ pub fn load_host_space<R: Send>(
         keys: Default::default(),
         parts: std::sync::Mutex::new(parts),
     };
-    let (space, runs) = framed.scan(&scan)?;
+    // The modules are in the planes' metadata, which framing validated: they are decoded
+    // while the events are scanned, not after.
+    let (scanned, (ids, r)) = framed.scan_beside(&scan, |f| {
+        let modules = f.embedded_hlo_modules();
+        (module_ids(&modules), also(&modules))
+    });
+    let (space, runs) = scanned?;
+    // A plane the scan dropped for a corrupt event takes its modules with it.
+    let modules = xprof_xspace::hlo::embedded_hlo_modules(&space);
+    let r = if module_ids(&modules) == ids {
+        r
+    } else {
+        also(&modules)
+    };
     let keys = scan.keys.into_inner().unwrap_or_else(|e| e.into_inner());
     // The runs in their own vectors; the others are in the buffers (whose borrows end here).
     let mut own = Vec::new();
@@ -657,7 +679,7 @@ pub fn load_host_space<R: Send>(
     }
     let filled: HashMap<LineKey, Vec<Event>> =
         long.into_iter().map(|(k, _)| k).zip(buffers).collect();
-    let (out, r) = rayon::join(|| assemble(&space, own, filled, &keys), || also(&space));
+    let out = assemble(&space, own, filled, &keys);
     Ok((space, out, r))
 }
 
@@ -711,10 +733,10 @@ fn assemble(
         .collect()
 }
 
-/// The HLO modules embedded in the space, decoded.
-pub(crate) fn embedded_module_infos(space: &xprof_xspace::XSpace) -> Vec<HloModuleInfo> {
+/// Embedded HLO modules, decoded.
+pub(crate) fn embedded_module_infos(modules: &[EmbeddedModule<'_>]) -> Vec<HloModuleInfo> {
     use rayon::prelude::*;
-    xprof_xspace::hlo::embedded_hlo_modules(space)
+    modules
         .par_iter()
         .filter_map(|m| module_info(m.program_id, &m.decode().ok()?))
         .collect()

@@ -119,17 +119,14 @@ pub fn load_host(
             path: xspace.to_path_buf(),
         });
     }
-    // The planes are assembled while the HLO modules (embedded, and the run's files except
-    // the programs the capture embeds: each decoded once) are decoded.
+    // The HLO modules (embedded, and the run's files except the programs the capture embeds:
+    // each decoded once) are decoded while the events are converted.
     let (space, planes, (infos, (modules, mut warnings))) =
-        crate::adapter::load_host_space(xspace, |space| {
+        crate::adapter::load_host_space(xspace, |modules| {
             let embedded: std::collections::HashSet<u64> =
-                xprof_xspace::hlo::embedded_hlo_modules(space)
-                    .iter()
-                    .map(|m| m.program_id)
-                    .collect();
+                modules.iter().map(|m| m.program_id).collect();
             rayon::join(
-                || embedded_module_infos(space),
+                || embedded_module_infos(modules),
                 || read_hlo_files_except(hlo_files, &embedded),
             )
         })?;

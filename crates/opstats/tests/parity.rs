@@ -566,3 +566,50 @@ fn lines_converted_in_parts_match_the_prost_adapter() {
         }
     }
 }
+
+/// The HLO modules are decoded while the events are scanned; a `/host:metadata` plane that
+/// the scan then drops (a corrupt event in one of its lines) takes its modules with it, as
+/// when the capture is opened whole.
+#[test]
+fn modules_of_a_metadata_plane_dropped_for_a_corrupt_event_are_not_used() {
+    use prost::Message;
+    use xprof_testkit::XSpaceBuilder;
+    let hlo = xprof_proto::xla::HloProto {
+        hlo_module: Some(xprof_proto::xla::HloModuleProto {
+            name: "jit_step".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let bytes = XSpaceBuilder::new()
+        .plane("/host:metadata", |p| {
+            p.metadata_stat_value("jit_step", "Hlo Proto", hlo.clone())
+                .metadata_stat_value("jit_step", "program_id", 7u64)
+                .line_with_id(1, "l", |l| l.event("e", 0, 1).stat("note", "MARKER"))
+        })
+        .plane("/host:CPU", |p| {
+            p.line_with_id(1, "t", |l| l.event("x", 0, 5))
+        })
+        .to_bytes();
+    let dir = tempfile::tempdir().unwrap();
+    let load = |bytes: &[u8]| {
+        let path = dir.path().join("host0.xplane.pb");
+        std::fs::write(&path, bytes).unwrap();
+        let (space, warnings) = load_host("h", &path, &[]).unwrap();
+        let mut ids: Vec<u64> = space.modules.keys().copied().collect();
+        ids.sort();
+        (ids, warnings)
+    };
+    assert_eq!(load(&bytes).0, vec![7]);
+    // Invalid UTF-8 in a string stat: the framing holds, the event's validation fails.
+    let at = bytes.windows(6).position(|w| w == b"MARKER").unwrap();
+    let mut bad = bytes.clone();
+    bad[at..at + 6].fill(0xff);
+    let (ids, warnings) = load(&bad);
+    assert_eq!(ids, Vec::<u64>::new());
+    assert!(
+        warnings.iter().any(|w| w.contains("/host:metadata")),
+        "{warnings:?}"
+    );
+}

@@ -104,9 +104,28 @@ impl Framed {
             .collect()
     }
 
+    /// The HLO modules embedded in the capture ([`crate::hlo::embedded_hlo_modules`]): they
+    /// are in the planes' metadata, which framing validates. A plane that [`Framed::scan`]
+    /// then drops for a corrupt event takes its modules with it.
+    pub fn embedded_hlo_modules(&self) -> Vec<crate::hlo::EmbeddedModule<'_>> {
+        crate::hlo::embedded_hlo_modules(&self.space)
+    }
+
     /// Validate the events and pass each to `scan`: [`XSpace::open_scan`]'s second step.
     pub fn scan<S: EventScan>(self, scan: &S) -> ScanResult<S::Acc> {
-        self.space.scan_deferred(self.strict, scan)
+        self.scan_beside(scan, |_| ()).0
+    }
+
+    /// [`Framed::scan`], running `beside` on the framed capture meanwhile (work that needs
+    /// no events, such as decoding the embedded HLO, then fills the scan's idle moments
+    /// instead of following it).
+    pub fn scan_beside<S: EventScan, R: Send>(
+        self,
+        scan: &S,
+        beside: impl FnOnce(&Framed) -> R + Send,
+    ) -> (ScanResult<S::Acc>, R) {
+        let (visited, r) = rayon::join(|| self.space.visit_all(scan), || beside(&self));
+        (self.space.finish_scan(self.strict, visited), r)
     }
 }
 
@@ -134,6 +153,9 @@ pub type ScanResult<A> = Result<(XSpace, Vec<Scanned<A>>), XSpaceError>;
 
 /// What visiting one run produced: (accumulator, events with unknown metadata).
 type RunResult<A> = Result<(Option<A>, usize), Located>;
+
+/// Every run and what visiting it produced.
+type Visited<A> = (Vec<RunSpan>, Vec<RunResult<A>>);
 
 impl XSpace {
     /// Open a capture and pass every event to `scan` while validating it: one pass over the
@@ -183,12 +205,16 @@ impl XSpace {
         })
     }
 
-    fn scan_deferred<S: EventScan>(mut self, strict: bool, scan: &S) -> ScanResult<S::Acc> {
+    /// Every run visited, in parallel.
+    fn visit_all<S: EventScan>(&self, scan: &S) -> Visited<S::Acc> {
         let runs = self.runs();
-        let results: Vec<RunResult<S::Acc>> = {
-            let space = &self;
-            runs.par_iter().map(|r| space.visit(r, scan)).collect()
-        };
+        let results = runs.par_iter().map(|r| self.visit(r, scan)).collect();
+        (runs, results)
+    }
+
+    /// The space with the planes whose runs failed dropped (an error in strict mode), and the
+    /// other runs' accumulators.
+    fn finish_scan<A>(mut self, strict: bool, (runs, results): Visited<A>) -> ScanResult<A> {
         // Per plane: the first error in file order, or the events with unknown metadata.
         let n = self.planes.len();
         let mut failed: Vec<Option<Located>> = (0..n).map(|_| None).collect();
