@@ -672,8 +672,11 @@ pub fn load_host_space<R: Send>(
         match s.acc.events {
             Sink::Own(v) => own.push((s.plane, s.line, v)),
             Sink::Part { events, filled } => {
-                // `EventScan::start`: a completed run had exactly one event per slot.
-                debug_assert_eq!(filled, events.len());
+                // `EventScan::start`: a completed run had exactly one event per slot. Anything
+                // else is a bug in the reader's run accounting, and the line would hold
+                // placeholder events: fail (the SDK reports a panic as an internal error)
+                // rather than answer from them.
+                assert_eq!(filled, events.len(), "a run did not fill its part of the line");
             }
         }
     }
