@@ -676,7 +676,11 @@ pub fn load_host_space<R: Send>(
                 // else is a bug in the reader's run accounting, and the line would hold
                 // placeholder events: fail (the SDK reports a panic as an internal error)
                 // rather than answer from them.
-                assert_eq!(filled, events.len(), "a run did not fill its part of the line");
+                assert_eq!(
+                    filled,
+                    events.len(),
+                    "a run did not fill its part of the line"
+                );
             }
         }
     }
