@@ -210,6 +210,23 @@ struct LineData {
     chunks: Vec<(usize, usize)>,
 }
 
+impl LineData {
+    /// The line's runs in file order, as (bytes, events numbered within the line): its ~1 MiB
+    /// chunks when it was validated in chunks, else the whole line.
+    fn runs(&self) -> impl Iterator<Item = (Span, std::ops::Range<usize>)> + '_ {
+        let n = self.chunks.len().max(1);
+        (0..n).map(move |k| {
+            let (start, first) = self.chunks.get(k).copied().unwrap_or((self.msg.0, 0));
+            let (end, last) = self
+                .chunks
+                .get(k + 1)
+                .copied()
+                .unwrap_or((self.msg.1, self.num_events));
+            ((start, end), first..last)
+        })
+    }
+}
+
 struct MetaData {
     key: i64,
     id: i64,
@@ -1388,26 +1405,13 @@ impl<'a> Line<'a> {
     /// The events in runs for parallel processing, at no cost: one run for lines under 2 MiB,
     /// else the ~1 MiB chunks `open` validated in parallel (in file order).
     pub fn event_runs(&self) -> Vec<Events<'a>> {
-        let (s, e) = self.d.msg;
-        if self.d.chunks.is_empty() {
-            return vec![self.events()];
-        }
-        let n = self.d.chunks.len();
-        (0..n)
-            .map(|k| {
-                let (start, before) = self.d.chunks[k];
-                let (end, upto) = if k + 1 < n {
-                    self.d.chunks[k + 1]
-                } else {
-                    (e, self.d.num_events)
-                };
-                debug_assert!(start >= s);
-                Events {
-                    line: *self,
-                    pos: start,
-                    end,
-                    remaining: upto - before,
-                }
+        self.d
+            .runs()
+            .map(|((pos, end), events)| Events {
+                line: *self,
+                pos,
+                end,
+                remaining: events.len(),
             })
             .collect()
     }

@@ -129,21 +129,20 @@ impl Framed {
     }
 }
 
-/// One run of a line's events: bytes `[start, end)` holding events `first..last`.
+/// One run of a line's events: bytes `[start, end)` holding `events`.
 struct RunSpan {
     plane: usize,
     line: usize,
     start: usize,
     end: usize,
-    first: usize,
-    last: usize,
+    events: Range<usize>,
 }
 
 impl RunSpan {
     fn run(&self) -> Run {
         Run {
             line: self.line,
-            events: self.first..self.last,
+            events: self.events.clone(),
         }
     }
 }
@@ -282,29 +281,13 @@ impl XSpace {
         let mut runs = Vec::with_capacity(lines.map(|l| l.chunks.len().max(1)).sum());
         for (pi, p) in self.planes.iter().enumerate() {
             for (li, l) in p.lines.iter().enumerate() {
-                let (s, e) = l.msg;
-                if l.chunks.is_empty() {
-                    runs.push(RunSpan {
-                        plane: pi,
-                        line: li,
-                        start: s,
-                        end: e,
-                        first: 0,
-                        last: l.num_events,
-                    });
-                    continue;
-                }
-                for (k, &(start, first)) in l.chunks.iter().enumerate() {
-                    let (end, last) = l.chunks.get(k + 1).copied().unwrap_or((e, l.num_events));
-                    runs.push(RunSpan {
-                        plane: pi,
-                        line: li,
-                        start,
-                        end,
-                        first,
-                        last,
-                    });
-                }
+                runs.extend(l.runs().map(|((start, end), events)| RunSpan {
+                    plane: pi,
+                    line: li,
+                    start,
+                    end,
+                    events,
+                }));
             }
         }
         runs
@@ -328,7 +311,7 @@ impl XSpace {
         };
         let mut acc = scan.start(line, &r.run());
         let (mut p, end) = (r.start, r.end);
-        let (mut k, mut missing) = (r.first, 0usize);
+        let (mut k, mut missing) = (r.events.start, 0usize);
         while p < end {
             if buf[p] != 0x22 {
                 // The line's own fields were checked when it was framed.
