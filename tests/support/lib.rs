@@ -11,15 +11,6 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-/// The packages the end-to-end tests run.
-pub const PACKAGES: &[&str] = &[
-    "xprof",
-    "xprof-plugin-core",
-    "xprof-plugin-hlo",
-    "xprof-plugin-kernel",
-    "xprof-plugin-example-vendor",
-];
-
 pub struct Built {
     /// The `xprof` executable (its own directory also holds the plugins, as after `cargo build`).
     pub xprof: PathBuf,
@@ -40,11 +31,14 @@ pub fn built() -> &'static Built {
     static BUILT: OnceLock<Built> = OnceLock::new();
     BUILT.get_or_init(|| {
         let mut cmd = Command::new(env!("CARGO"));
-        cmd.current_dir(workspace_root())
-            .args(["build", "--message-format=json-render-diagnostics"]);
-        for p in PACKAGES {
-            cmd.args(["-p", p]);
-        }
+        // The whole workspace, as `cargo xtask test` builds it first: a subset of packages
+        // unifies dependency features differently, so cargo would compile a second copy of
+        // those crates (minutes of CI time, and gigabytes of disk that CI ran out of).
+        cmd.current_dir(workspace_root()).args([
+            "build",
+            "--workspace",
+            "--message-format=json-render-diagnostics",
+        ]);
         let out = cmd.output().expect("running cargo build");
         assert!(
             out.status.success(),
