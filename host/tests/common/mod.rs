@@ -23,11 +23,13 @@ pub fn xprof_bin() -> &'static str {
 pub fn plugin_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
+        // The whole workspace, as `cargo xtask test` builds it first, and only its cdylibs of
+        // `PLUGINS` kept: `-p` on a subset unifies dependency features differently, so cargo
+        // would compile a second copy of most crates (over a minute of CI, and the disk that
+        // CI ran out of).
         let mut cmd = Command::new(env!("CARGO"));
-        cmd.current_dir(env!("CARGO_MANIFEST_DIR")).arg("build");
-        for p in PLUGINS {
-            cmd.args(["-p", p]);
-        }
+        cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["build", "--workspace"]);
         cmd.arg("--message-format=json-render-diagnostics");
         // Follow the profile of the binary under test.
         if Path::new(xprof_bin())
@@ -59,7 +61,10 @@ pub fn plugin_dir() -> &'static Path {
             let cdylib = v["target"]["kind"]
                 .as_array()
                 .is_some_and(|k| k.iter().any(|x| x == "cdylib"));
-            if v["reason"] != "compiler-artifact" || !cdylib {
+            let wanted = v["target"]["name"]
+                .as_str()
+                .is_some_and(|n| PLUGINS.iter().any(|p| p.replace('-', "_") == n));
+            if v["reason"] != "compiler-artifact" || !cdylib || !wanted {
                 continue;
             }
             for f in v["filenames"].as_array().into_iter().flatten() {
