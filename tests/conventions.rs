@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use serde_json::Value;
+use xprof_testkit::{Ref, XSpaceBuilder, simple_hlo_proto};
 use xprof_tests::{Run, Sandbox, corpus, fixtures};
 
 /// Capture tools: those whose schema has the capture selector (positional path + logdir + run).
@@ -175,6 +176,188 @@ fn every_capture_tool_keeps_the_conventions_on_every_capture() {
         "{} violations:\n{}",
         bad.len(),
         bad.join("\n\n")
+    );
+}
+
+/// Shapes of capture we have no real file of: a GPU run (two GPUs, CUDA streams, kernels
+/// naming their HLO ops, host launches joined by correlation ids, host step roots), a TPU host
+/// with two chips and `Steps` lines, a run of two hosts, and a capture whose planes hold no
+/// events at all. Written under `root`, one run each; returns (label, run dir).
+fn synthetic_captures(root: &Path) -> Vec<(String, PathBuf)> {
+    let hlo = simple_hlo_proto(
+        "jit_step",
+        &[
+            ("p0", "parameter"),
+            ("fusion.3", "fusion"),
+            ("dot.4", "dot"),
+        ],
+    );
+    let gpu_plane = |p: xprof_testkit::PlaneBuilder, k: u64| {
+        p.stat("clock_rate", 1_410_000u64)
+            .stat("core_count", 108u64)
+            .stat("memory_bandwidth", 1_555_000_000_000u64)
+            .stat("device_vendor", "Nvidia")
+            .line_with_id(7, "Stream #7(Compute)", |l| {
+                l.timestamp_ns(1_000_000)
+                    .event("fusion_3_kernel", 1_000_000, 25_000_000)
+                    .stat("hlo_op", "fusion.3")
+                    .stat("hlo_module", "jit_step")
+                    .stat("program_id", 42u64)
+                    .stat("correlation_id", 10 * k + 1)
+                    .stat("group_id", 0i64)
+                    .stat(
+                        "kernel_details",
+                        "regs:32 static_shared:0 grid:80,1,1 block:128,1,1",
+                    )
+                    .event("sm80_xmma_gemm_f16", 30_000_000, 40_000_000)
+                    .stat("hlo_op", "dot.4")
+                    .stat("hlo_module", "jit_step")
+                    .stat("program_id", 42u64)
+                    .stat("correlation_id", 10 * k + 2)
+                    .stat("group_id", 1i64)
+                    .stat("kernel_details", "regs:128 grid:4,1,1 block:256,1,1")
+            })
+            .line_with_id(8, "Stream #8(MemcpyH2D)", |l| {
+                l.timestamp_ns(1_000_000)
+                    .event("MemcpyH2D", 0, 2_000_000)
+                    .stat("correlation_id", 10 * k + 3)
+                    .stat("memcpy_details", "kind_src:pageable size:4096")
+            })
+    };
+    let host_plane = |p: xprof_testkit::PlaneBuilder| {
+        p.line_with_id(1234, "python3/1234", |l| {
+            l.timestamp_ns(1_000_000)
+                .event("train_step", 0, 60_000_000)
+                .stat("_r", 1i64)
+                .stat("step_num", 0i64)
+                .stat("group_id", 0i64)
+                .event("cuLaunchKernel", 500_000, 300_000)
+                .stat("correlation_id", 11u64)
+                .stat("group_id", 0i64)
+                .event("train_step", 65_000_000, 60_000_000)
+                .stat("_r", 1i64)
+                .stat("step_num", 1i64)
+                .stat("group_id", 1i64)
+                .event("MemoryAllocation", 66_000_000, 0)
+                .stat("bytes_allocated", 4096i64)
+                .stat("allocator_name", Ref("GPU_0_bfc"))
+        })
+    };
+    let gpu = XSpaceBuilder::new()
+        .hostname("gpu-host")
+        .plane("/device:GPU:0", |p| gpu_plane(p, 0))
+        .plane("/device:GPU:1", |p| gpu_plane(p, 1))
+        .plane("/host:CPU", host_plane)
+        .plane("/host:metadata", |p| p.hlo_module(42, 42, &hlo))
+        .plane("Task Environment", |p| {
+            p.stat("profile_start_time", 1_700_000_000_000_000_000u64)
+                .stat("profile_stop_time", 1_700_000_001_000_000_000u64)
+        });
+    let tpu_plane = |p: xprof_testkit::PlaneBuilder| {
+        p.stat("peak_teraflops_per_second", 918.0)
+            .stat("peak_hbm_bw_gigabytes_per_second", 1640.0)
+            .line("XLA Modules", |l| {
+                l.event("jit_step(42)", 0, 1_000_000)
+                    .stat("group_id", 0i64)
+                    .event("jit_step(42)", 2_000_000, 1_000_000)
+                    .stat("group_id", 1i64)
+            })
+            .line("XLA Ops", |l| {
+                l.event("fusion.3", 1_000, 400_000)
+                    .metadata_stat("hlo_category", "output fusion")
+                    .metadata_stat("flops", 1.0e9)
+                    .metadata_stat("bytes_accessed", 4096u64)
+                    .metadata_stat("program_id", 42u64)
+                    .metadata_stat("symbol_id", 3u64)
+                    .device_timespan(900, 400_100)
+                    .stat("group_id", 0i64)
+                    .event("dot.4", 2_001_000, 500_000)
+                    .metadata_stat("hlo_category", "convolution")
+                    .metadata_stat("flops", 4.0e9)
+                    .metadata_stat("bytes_accessed", 8192u64)
+                    .metadata_stat("program_id", 42u64)
+                    .metadata_stat("symbol_id", 4u64)
+                    .stat("group_id", 1i64)
+            })
+            .line("Steps", |l| {
+                l.event("0", 0, 1_000_000)
+                    .stat("group_id", 0i64)
+                    .event("1", 2_000_000, 1_000_000)
+                    .stat("group_id", 1i64)
+            })
+    };
+    let tpu_host = |name: &str| {
+        XSpaceBuilder::new()
+            .hostname(name)
+            .plane("/device:TPU:0", tpu_plane)
+            .plane("/device:TPU:1", tpu_plane)
+            .plane("/host:CPU", host_plane)
+            .plane("/host:metadata", |p| p.hlo_module(42, 42, &hlo))
+    };
+    let empty = XSpaceBuilder::new()
+        .hostname("idle")
+        .plane("/device:TPU:0", |p| p.line("XLA Ops", |l| l))
+        .plane("/host:CPU", |p| p)
+        .warning("the profiler saw no activity");
+    let mut out = Vec::new();
+    let mut write = |label: &str, hosts: &[(&str, &XSpaceBuilder)]| {
+        let logdir = root.join(label);
+        for (host, b) in hosts {
+            b.write_run(&logdir, "run", host).unwrap();
+        }
+        out.push((
+            format!("synthetic/{label}"),
+            logdir.join("plugins/profile/run"),
+        ));
+    };
+    write("gpu", &[("gpu-host", &gpu)]);
+    write("tpu_two_chips", &[("host0", &tpu_host("host0"))]);
+    write(
+        "two_hosts",
+        &[("host0", &tpu_host("host0")), ("host1", &tpu_host("host1"))],
+    );
+    write("no_events", &[("idle", &empty)]);
+    out
+}
+
+#[test]
+fn every_capture_tool_keeps_the_conventions_on_synthetic_gpu_multi_chip_and_multi_host_runs() {
+    let sb = Sandbox::new();
+    let tools = capture_tools(&sb);
+    let mut bad = Vec::new();
+    let mut answered = 0;
+    for (label, run_dir) in synthetic_captures(&sb.path().join("synthetic")) {
+        let before = snapshot(&run_dir);
+        for (tool, extra) in &tools {
+            let mut args = vec![tool.as_str(), run_dir.to_str().unwrap(), "--no_cache"];
+            args.extend(extra.iter().map(String::as_str));
+            let r = sb.run(&args);
+            if r.code == 0 {
+                answered += 1;
+            }
+            if r.code == 1 {
+                bad.push(format!("{tool} on {label}: internal error: {}", r.stderr));
+            } else if let Some(v) = violations(tool, &label, &r) {
+                bad.push(v);
+            }
+        }
+        assert_eq!(
+            before,
+            snapshot(&run_dir),
+            "a tool wrote into the run directory of {label}"
+        );
+    }
+    assert!(
+        bad.is_empty(),
+        "{} violations:\n{}",
+        bad.len(),
+        bad.join("\n\n")
+    );
+    // Most tools answer on these captures (the rest say why not, as structured errors).
+    assert!(
+        answered * 2 > tools.len() * 4,
+        "only {answered} answers from {} tools on 4 captures",
+        tools.len()
     );
 }
 
