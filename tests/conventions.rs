@@ -130,6 +130,38 @@ fn captures() -> Vec<(String, PathBuf)> {
     v
 }
 
+/// Run every tool on `run_dir`, adding each broken convention to `bad`; fails if a tool wrote
+/// into the run directory. Returns how many tools answered (exit 0, `no_data` included).
+fn run_every_tool(
+    sb: &Sandbox,
+    tools: &[(String, Vec<String>)],
+    label: &str,
+    run_dir: &Path,
+    bad: &mut Vec<String>,
+) -> usize {
+    let before = snapshot(run_dir);
+    let mut answered = 0;
+    for (tool, extra) in tools {
+        let mut args = vec![tool.as_str(), run_dir.to_str().unwrap(), "--no_cache"];
+        args.extend(extra.iter().map(String::as_str));
+        let r = sb.run(&args);
+        if r.code == 0 {
+            answered += 1;
+        }
+        if r.code == 1 {
+            bad.push(format!("{tool} on {label}: internal error: {}", r.stderr));
+        } else if let Some(v) = violations(tool, label, &r) {
+            bad.push(v);
+        }
+    }
+    assert_eq!(
+        before,
+        snapshot(run_dir),
+        "a tool wrote into the run directory of {label}"
+    );
+    answered
+}
+
 #[test]
 fn every_capture_tool_keeps_the_conventions_on_every_capture() {
     let sb = Sandbox::new();
@@ -154,22 +186,7 @@ fn every_capture_tool_keeps_the_conventions_on_every_capture() {
                 std::fs::copy(e.path(), copy.join(e.file_name())).unwrap();
             }
         }
-        let before = snapshot(&copy);
-        for (tool, extra) in &tools {
-            let mut args = vec![tool.as_str(), copy.to_str().unwrap(), "--no_cache"];
-            args.extend(extra.iter().map(String::as_str));
-            let r = sb.run(&args);
-            if r.code == 1 {
-                bad.push(format!("{tool} on {label}: internal error: {}", r.stderr));
-            } else if let Some(v) = violations(tool, &label, &r) {
-                bad.push(v);
-            }
-        }
-        assert_eq!(
-            before,
-            snapshot(&copy),
-            "a tool wrote into the run directory of {label}"
-        );
+        run_every_tool(&sb, &tools, &label, &copy, &mut bad);
     }
     assert!(
         bad.is_empty(),
@@ -327,25 +344,7 @@ fn every_capture_tool_keeps_the_conventions_on_synthetic_gpu_multi_chip_and_mult
     let mut bad = Vec::new();
     let mut answered = 0;
     for (label, run_dir) in synthetic_captures(&sb.path().join("synthetic")) {
-        let before = snapshot(&run_dir);
-        for (tool, extra) in &tools {
-            let mut args = vec![tool.as_str(), run_dir.to_str().unwrap(), "--no_cache"];
-            args.extend(extra.iter().map(String::as_str));
-            let r = sb.run(&args);
-            if r.code == 0 {
-                answered += 1;
-            }
-            if r.code == 1 {
-                bad.push(format!("{tool} on {label}: internal error: {}", r.stderr));
-            } else if let Some(v) = violations(tool, &label, &r) {
-                bad.push(v);
-            }
-        }
-        assert_eq!(
-            before,
-            snapshot(&run_dir),
-            "a tool wrote into the run directory of {label}"
-        );
+        answered += run_every_tool(&sb, &tools, &label, &run_dir, &mut bad);
     }
     assert!(
         bad.is_empty(),
