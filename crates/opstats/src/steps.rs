@@ -707,12 +707,14 @@ fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>) {
         .map(|m| NameClass::of(&m.name))
         .collect();
     let no_class = NameClass::of(&EventMetadata::default().name);
-    // Device step events (GPU), by dense group.
+    // Device step events and markers (GPU), by dense group.
     let has_device = !gpus.is_empty();
     let mut device_spans: Vec<Vec<(EventType, i64, i64)>> = Vec::new();
+    let mut device_markers: Vec<Option<(i64, i64)>> = Vec::new();
     let mut device_negative = false;
     if has_device {
         device_spans = vec![Vec::new(); num_groups];
+        device_markers = vec![None; num_groups];
         let mut launch_group: HashMap<i64, u32> = HashMap::new();
         for (li, line) in plane.lines.iter().enumerate() {
             for (ei, e) in line.events.iter().enumerate() {
@@ -725,24 +727,58 @@ fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>) {
                 }
             }
         }
+        // XProf (`ConvertXSpaceToOpStats`): with a device, the steps come from the device
+        // alone. Per GPU plane, the markers are its derived `Steps` line
+        // (`DeriveStepEventsFromGroups`): the grouped events in time order, consecutive events
+        // of one group merged into one span. The step events are the grouped events with a
+        // correlation id (`ConvertDeviceTraceXLineToStepEvents`), and a group is a step of the
+        // plane only with both (`IntersectCombineStepEvents`).
         for p in gpus {
+            // (begin, end, group, has a correlation id)
+            let mut grouped: Vec<(i64, i64, u32, bool)> = Vec::new();
             for line in p.lines.iter().filter(|l| !(10_000..20_000).contains(&l.id)) {
                 for e in &line.events {
-                    let Some(c) = e.stats.i64(StatKey::CorrelationId).filter(|c| *c >= 0) else {
-                        continue;
-                    };
+                    let c = e.stats.i64(StatKey::CorrelationId).filter(|c| *c >= 0);
                     // A group no host event has never becomes a step.
                     let g = match e.stats.i64(StatKey::GroupId) {
                         Some(id) => grouping.index(id),
-                        None => launch_group.get(&c).copied(),
+                        None => c.and_then(|c| launch_group.get(&c).copied()),
                     };
                     let Some(g) = g else { continue };
-                    device_negative |= e.end_ps() < e.start_ps;
-                    device_spans[g as usize].push((
-                        classify_gpu_event(&p.meta(e).name),
-                        e.start_ps,
-                        e.end_ps(),
-                    ));
+                    grouped.push((e.start_ps, e.end_ps(), g, c.is_some()));
+                    if c.is_some() {
+                        device_negative |= e.end_ps() < e.start_ps;
+                        device_spans[g as usize].push((
+                            classify_gpu_event(&p.meta(e).name),
+                            e.start_ps,
+                            e.end_ps(),
+                        ));
+                    }
+                }
+            }
+            let mut has_event = vec![false; num_groups];
+            for x in &grouped {
+                has_event[x.2 as usize] |= x.3;
+            }
+            // Time order, the longer first at equal starts (XProf's event order).
+            grouped.sort_by_key(|x| (x.0, std::cmp::Reverse(x.1 as i128 - x.0 as i128)));
+            let mut markers: Vec<(u32, i64, i64)> = Vec::new();
+            for &(b, e, g, _) in &grouped {
+                match markers.last_mut() {
+                    Some(m) if m.0 == g => m.2 = m.2.max(e),
+                    _ => markers.push((g, b, e)),
+                }
+            }
+            // The step time is the longest marker of the group (the first of equals).
+            for (g, b, e) in markers {
+                if !has_event[g as usize] {
+                    continue;
+                }
+                let best = &mut device_markers[g as usize];
+                let longer =
+                    best.is_none_or(|(bb, be)| e as i128 - b as i128 > be as i128 - bb as i128);
+                if longer {
+                    *best = Some((b, e));
                 }
             }
         }
@@ -843,10 +879,15 @@ fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>) {
         .zip(spans.par_iter_mut())
         .enumerate()
         .map(|(g, (m, s))| {
-            let (b, e, li, ei) = (*m)?;
-            if has_device {
+            // With a device, the device's step span and events only: XProf adds no host step
+            // events to a capture with devices. The host marker still names the step.
+            let (b, e) = if has_device {
+                s.clear();
                 s.extend_from_slice(&device_spans[g]);
-            }
+                device_markers[g]?
+            } else {
+                m.map(|m| (m.0, m.1))?
+            };
             // Well-formed steps only: device compute (with a device) or host compute
             // (without).
             let well_formed = if has_device {
@@ -860,15 +901,20 @@ fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>) {
             }
             let generic = generic_breakdown(s, b, e);
             let gid = grouping.ids[g];
-            let ev = &plane.lines[li].events[ei as usize];
-            let name = &plane.meta(ev).name;
-            let label = match (
-                ev.stats.str(StatKey::StepName),
-                ev.stats.i64(StatKey::StepNum),
-            ) {
-                (Some(s), _) => s.to_string(),
-                (None, Some(n)) => format!("{name} {n}"),
-                (None, None) => format!("{name} {gid}"),
+            let label = match *m {
+                Some((_, _, li, ei)) => {
+                    let ev = &plane.lines[li].events[ei as usize];
+                    let name = &plane.meta(ev).name;
+                    match (
+                        ev.stats.str(StatKey::StepName),
+                        ev.stats.i64(StatKey::StepNum),
+                    ) {
+                        (Some(s), _) => s.to_string(),
+                        (None, Some(n)) => format!("{name} {n}"),
+                        (None, None) => format!("{name} {gid}"),
+                    }
+                }
+                None => gid.to_string(),
             };
             let mut per_core = BTreeMap::new();
             per_core.insert(
