@@ -231,6 +231,97 @@ pub fn gpu_capture() -> XSpaceBuilder {
         })
 }
 
+/// [`gpu_capture`] with the host thread that launched the kernels: two JAX-style step roots
+/// (`_r`), `train_step` 0 on [0, 3 ms) launching correlations 1–4 and 9, `train_step` 1 on
+/// [3, 5.2 ms) launching 5–8. XProf 2.24.2's overview page for it (made with
+/// `../shared/tools/oracle` from `write_gpu_capture_with_host_for_the_oracle`) shows step 0 of
+/// 0.003 ms, all device compute, and step 1 of 0.0021 ms: 0.0017 device compute and 0.0004
+/// "all others". Its framework-op table lists dot.1 (2 occurrences, 1.7 µs), conv.3 and dot.7
+/// (1 µs each), add.2 (2, 0.6 µs), fusion.4 (0.5), reduce.5 (0.4) and convert.6 (0.2).
+fn gpu_capture_with_host() -> XSpaceBuilder {
+    gpu_capture().plane("/host:CPU", |p| {
+        p.line_with_id(77, "python3/77", |l| {
+            let launch = |l: xprof_testkit::LineBuilder, at: i64, correlation: u64| {
+                l.event("cuLaunchKernel", at, 500)
+                    .stat("correlation_id", correlation)
+            };
+            let mut l = l
+                .event("train_step", 0, 3_000_000)
+                .stat("_r", 1i64)
+                .stat("step_num", 0i64);
+            for (k, c) in [1u64, 2, 3, 4, 9].into_iter().enumerate() {
+                l = launch(l, 10_000 + 1_000 * k as i64, c);
+            }
+            l = l
+                .event("train_step", 3_000_000, 2_200_000)
+                .stat("_r", 1i64)
+                .stat("step_num", 1i64);
+            for (k, c) in [5u64, 6, 7, 8].into_iter().enumerate() {
+                l = launch(l, 3_010_000 + 1_000 * k as i64, c);
+            }
+            l
+        })
+    })
+}
+
+/// Writes [`gpu_capture_with_host`] as a run directory for XProf's converters (as
+/// `write_gpu_capture_for_the_oracle`).
+#[test]
+#[ignore]
+fn write_gpu_capture_with_host_for_the_oracle() {
+    let dir = std::env::var("GPU_ORACLE_DIR").expect("GPU_ORACLE_DIR");
+    gpu_capture_with_host()
+        .write_run(dir, "run", "gpuhost")
+        .unwrap();
+}
+
+#[test]
+fn gpu_steps_and_framework_ops_with_a_host_match_xprof() {
+    let s = build(&host_space(
+        "gpuhost",
+        &gpu_capture_with_host().build(),
+        Vec::new(),
+    ));
+    // Step number, duration, device compute, all others (ps): XProf's overview step rows.
+    let steps: Vec<(i64, u64, u64, u64)> = s
+        .steps
+        .steps
+        .iter()
+        .map(|x| {
+            let g = x.per_core.values().next().unwrap().generic_ps;
+            (x.step_num, x.duration_ps(), g[0], g[8])
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            (0, 3_000_000, 3_000_000, 0),
+            (1, 2_100_000, 1_700_000, 400_000)
+        ]
+    );
+    // XProf's framework-op rows, by total self time: (operation, occurrences, self time ps).
+    let mut got: Vec<(String, u64, u64)> = views::framework_op_db(&s.device_db, false)
+        .metrics
+        .iter()
+        .map(|m| (m.name.clone(), m.occurrences, m.self_time_ps))
+        .collect();
+    got.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+    let want = [
+        ("dot.1", 2, 1_700_000),
+        ("conv.3", 1, 1_000_000),
+        ("dot.7", 1, 1_000_000),
+        ("add.2", 2, 600_000),
+        ("fusion.4", 1, 500_000),
+        ("reduce.5", 1, 400_000),
+        ("convert.6", 1, 200_000),
+    ];
+    let want: Vec<(String, u64, u64)> = want
+        .into_iter()
+        .map(|(n, c, t)| (n.to_string(), c, t))
+        .collect();
+    assert_eq!(got, want);
+}
+
 fn stats() -> OpStats {
     build(&host_space("gpuhost", &gpu_capture().build(), Vec::new()))
 }
