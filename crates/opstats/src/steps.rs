@@ -680,6 +680,143 @@ struct LineSteps {
     negative: bool,
 }
 
+/// What a GPU event's group is to the step analysis: `None` for no group, `Some(None)` for a
+/// group that is not a step group, `Some(Some(dense index))` (see [`gpu_step_events`]).
+type GpuGroup = Option<Option<u32>>;
+
+/// A GPU capture's step events and markers, by dense group (see [`gpu_step_events`]).
+struct GpuStepEvents {
+    /// Per group: the step events (kernels and transfers with a correlation id).
+    spans: Vec<Vec<(EventType, i64, i64)>>,
+    /// Per group: its longest step marker (the first of equals), if any plane has one.
+    markers: Vec<Option<(i64, i64)>>,
+    /// Some step event ends before it starts.
+    negative: bool,
+}
+
+/// XProf (`ConvertXSpaceToOpStats`): with a device, the steps come from the device alone.
+/// Per GPU plane, the markers are its derived `Steps` line (`DeriveStepEventsFromGroups`): the
+/// grouped events in time order, consecutive events of one group merged into one span. The
+/// step events are the grouped events with a correlation id
+/// (`ConvertDeviceTraceXLineToStepEvents`), and a group is a step of the plane only with both
+/// (`IntersectCombineStepEvents`). `group_of` maps an event (and its correlation id) to its
+/// group: `None` for an event of no group, which joins the group of the grouped event before
+/// it on the plane (XProf's preprocessing of GPU planes), `Some(None)` for a group that is
+/// not a step group, else `Some(Some(dense index))`.
+fn gpu_step_events(
+    gpus: &[&Plane],
+    num_groups: usize,
+    group_of: impl Fn(&crate::model::Event, Option<i64>) -> GpuGroup,
+) -> GpuStepEvents {
+    let mut out = GpuStepEvents {
+        spans: vec![Vec::new(); num_groups],
+        markers: vec![None; num_groups],
+        negative: false,
+    };
+    for p in gpus {
+        // (begin, end, group, step event type: only for events with a correlation id)
+        let mut events: Vec<(i64, i64, GpuGroup, Option<EventType>)> = Vec::new();
+        for line in p.lines.iter().filter(|l| !is_derived_line(l)) {
+            for e in &line.events {
+                let c = e.stats.i64(StatKey::CorrelationId).filter(|c| *c >= 0);
+                let t = c.map(|_| classify_gpu_event(&p.meta(e).name));
+                events.push((e.start_ps, e.end_ps(), group_of(e, c), t));
+            }
+        }
+        // Time order, the longer first at equal starts (XProf's event order). An event of no
+        // group joins the group of the grouped event before it (`ProcessUngroupedEvents`).
+        events.sort_by_key(|x| (x.0, std::cmp::Reverse(x.1 as i128 - x.0 as i128)));
+        let mut last: GpuGroup = None;
+        let mut grouped: Vec<(i64, i64, u32, bool)> = Vec::new();
+        for (b, e, g, t) in events {
+            let g = g.or(last);
+            last = g;
+            let Some(Some(g)) = g else { continue };
+            grouped.push((b, e, g, t.is_some()));
+            if let Some(t) = t {
+                out.negative |= e < b;
+                out.spans[g as usize].push((t, b, e));
+            }
+        }
+        let mut has_event = vec![false; num_groups];
+        for x in &grouped {
+            has_event[x.2 as usize] |= x.3;
+        }
+        let mut markers: Vec<(u32, i64, i64)> = Vec::new();
+        for &(b, e, g, _) in &grouped {
+            match markers.last_mut() {
+                Some(m) if m.0 == g => m.2 = m.2.max(e),
+                _ => markers.push((g, b, e)),
+            }
+        }
+        // The step time is the longest marker of the group (the first of equals).
+        for (g, b, e) in markers {
+            if !has_event[g as usize] {
+                continue;
+            }
+            let best = &mut out.markers[g as usize];
+            if best.is_none_or(|(bb, be)| e as i128 - b as i128 > be as i128 - bb as i128) {
+                *best = Some((b, e));
+            }
+        }
+    }
+    out
+}
+
+/// XProf's derived lines (ids 10000–19999) repeat events of the stream lines.
+fn is_derived_line(l: &Line) -> bool {
+    (10_000..20_000).contains(&l.id)
+}
+
+/// Steps of a GPU capture whose host has no step grouping (or no host plane at all): XProf
+/// takes the groups from the kernels' own `group_id` stats (a capture XProf already grouped).
+/// `None` when no GPU event carries one.
+fn gpu_only_steps(gpus: &[&Plane]) -> Option<Vec<Step>> {
+    let mut ids: Vec<i64> = gpus
+        .iter()
+        .flat_map(|p| p.lines.iter().filter(|l| !is_derived_line(l)))
+        .flat_map(|l| l.events.iter())
+        .filter_map(|e| e.stats.i64(StatKey::GroupId))
+        .collect();
+    if ids.is_empty() {
+        return None;
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    let index = |id: i64| ids.binary_search(&id).ok().map(|i| i as u32);
+    let g = gpu_step_events(gpus, ids.len(), |e, _| {
+        e.stats.i64(StatKey::GroupId).map(index)
+    });
+    let steps = (0..ids.len())
+        .filter_map(|k| {
+            let (b, e) = g.markers[k]?;
+            let s = &g.spans[k];
+            let well_formed = s
+                .iter()
+                .any(|x| matches!(x.0, EventType::DeviceCompute32 | EventType::DeviceCompute16));
+            if !well_formed || e <= b {
+                return None;
+            }
+            let mut per_core = BTreeMap::new();
+            per_core.insert(
+                0,
+                CoreStep {
+                    begin_ps: b,
+                    duration_ps: crate::nesting::span_len(b, e),
+                    generic_ps: generic_breakdown(s, b, e),
+                    category_ps: BTreeMap::new(),
+                },
+            );
+            Some(Step {
+                step_num: ids[k],
+                name: ids[k].to_string(),
+                per_core,
+            })
+        })
+        .collect();
+    Some(steps)
+}
+
 /// Host (and GPU) steps: XProf `ConvertHostThreadsXPlaneToStepEvents`,
 /// `ConvertDeviceTraceXLineToStepEvents` (GPU) and `ConvertStepDetailsToStepInfo`.
 /// GPU kernels join a step through their own `group_id`, else through the host kernel launch
@@ -713,8 +850,6 @@ fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>) {
     let mut device_markers: Vec<Option<(i64, i64)>> = Vec::new();
     let mut device_negative = false;
     if has_device {
-        device_spans = vec![Vec::new(); num_groups];
-        device_markers = vec![None; num_groups];
         let mut launch_group: HashMap<i64, u32> = HashMap::new();
         for (li, line) in plane.lines.iter().enumerate() {
             for (ei, e) in line.events.iter().enumerate() {
@@ -727,61 +862,14 @@ fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>) {
                 }
             }
         }
-        // XProf (`ConvertXSpaceToOpStats`): with a device, the steps come from the device
-        // alone. Per GPU plane, the markers are its derived `Steps` line
-        // (`DeriveStepEventsFromGroups`): the grouped events in time order, consecutive events
-        // of one group merged into one span. The step events are the grouped events with a
-        // correlation id (`ConvertDeviceTraceXLineToStepEvents`), and a group is a step of the
-        // plane only with both (`IntersectCombineStepEvents`).
-        for p in gpus {
-            // (begin, end, group, has a correlation id)
-            let mut grouped: Vec<(i64, i64, u32, bool)> = Vec::new();
-            for line in p.lines.iter().filter(|l| !(10_000..20_000).contains(&l.id)) {
-                for e in &line.events {
-                    let c = e.stats.i64(StatKey::CorrelationId).filter(|c| *c >= 0);
-                    // A group no host event has never becomes a step.
-                    let g = match e.stats.i64(StatKey::GroupId) {
-                        Some(id) => grouping.index(id),
-                        None => c.and_then(|c| launch_group.get(&c).copied()),
-                    };
-                    let Some(g) = g else { continue };
-                    grouped.push((e.start_ps, e.end_ps(), g, c.is_some()));
-                    if c.is_some() {
-                        device_negative |= e.end_ps() < e.start_ps;
-                        device_spans[g as usize].push((
-                            classify_gpu_event(&p.meta(e).name),
-                            e.start_ps,
-                            e.end_ps(),
-                        ));
-                    }
-                }
+        let g = gpu_step_events(gpus, num_groups, |e, c| {
+            match e.stats.i64(StatKey::GroupId) {
+                // A group no host event has never becomes a step.
+                Some(id) => Some(grouping.index(id)),
+                None => c.and_then(|c| launch_group.get(&c).copied()).map(Some),
             }
-            let mut has_event = vec![false; num_groups];
-            for x in &grouped {
-                has_event[x.2 as usize] |= x.3;
-            }
-            // Time order, the longer first at equal starts (XProf's event order).
-            grouped.sort_by_key(|x| (x.0, std::cmp::Reverse(x.1 as i128 - x.0 as i128)));
-            let mut markers: Vec<(u32, i64, i64)> = Vec::new();
-            for &(b, e, g, _) in &grouped {
-                match markers.last_mut() {
-                    Some(m) if m.0 == g => m.2 = m.2.max(e),
-                    _ => markers.push((g, b, e)),
-                }
-            }
-            // The step time is the longest marker of the group (the first of equals).
-            for (g, b, e) in markers {
-                if !has_event[g as usize] {
-                    continue;
-                }
-                let best = &mut device_markers[g as usize];
-                let longer =
-                    best.is_none_or(|(bb, be)| e as i128 - b as i128 > be as i128 - bb as i128);
-                if longer {
-                    *best = Some((b, e));
-                }
-            }
-        }
+        });
+        (device_spans, device_markers, device_negative) = (g.spans, g.markers, g.negative);
     }
     let line_steps = |raw: bool| -> Vec<LineSteps> {
         plane
@@ -1148,10 +1236,21 @@ pub fn step_db(tpu: &[&Plane], gpus: &[&Plane], host: Option<&Plane>) -> StepDb 
             None => StepDb::default(),
         };
     }
-    let Some(h) = host else {
-        return StepDb::default();
+    let (source, steps) = match host.map(|h| host_steps(h, gpus)) {
+        Some((source, steps)) if source != StepsSource::None => (source, steps),
+        // No host grouping: a GPU capture may still carry its groups on the kernels.
+        _ => {
+            let gpu = if gpus.is_empty() {
+                None
+            } else {
+                gpu_only_steps(gpus)
+            };
+            match gpu {
+                Some(steps) => (StepsSource::GroupId, steps),
+                None => return StepDb::default(),
+            }
+        }
     };
-    let (source, steps) = host_steps(h, gpus);
     if steps.is_empty() {
         return StepDb::default();
     }

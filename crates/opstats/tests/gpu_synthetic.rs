@@ -275,6 +275,33 @@ fn write_gpu_capture_with_host_for_the_oracle() {
         .unwrap();
 }
 
+/// XProf 2.24.2's overview step rows for [`gpu_capture`], with or without its host thread:
+/// (step, duration, device compute, all others), ps.
+const XPROF_STEP_ROWS: [(i64, u64, u64, u64); 2] = [
+    (0, 3_000_000, 3_000_000, 0),
+    (1, 2_100_000, 1_700_000, 400_000),
+];
+
+fn step_rows(s: &OpStats) -> Vec<(i64, u64, u64, u64)> {
+    s.steps
+        .steps
+        .iter()
+        .map(|x| {
+            let g = x.per_core.values().next().unwrap().generic_ps;
+            (x.step_num, x.duration_ps(), g[0], g[8])
+        })
+        .collect()
+}
+
+#[test]
+fn gpu_steps_without_a_host_plane_come_from_the_kernels_group_ids() {
+    // No host plane, so no host grouping: XProf takes the groups from the kernels' own
+    // `group_id` stats and shows the same two steps as with the host thread.
+    let s = stats();
+    assert_eq!(s.steps.source, xprof_opstats::steps::StepsSource::GroupId);
+    assert_eq!(step_rows(&s), XPROF_STEP_ROWS);
+}
+
 #[test]
 fn gpu_steps_and_framework_ops_with_a_host_match_xprof() {
     let s = build(&host_space(
@@ -282,23 +309,7 @@ fn gpu_steps_and_framework_ops_with_a_host_match_xprof() {
         &gpu_capture_with_host().build(),
         Vec::new(),
     ));
-    // Step number, duration, device compute, all others (ps): XProf's overview step rows.
-    let steps: Vec<(i64, u64, u64, u64)> = s
-        .steps
-        .steps
-        .iter()
-        .map(|x| {
-            let g = x.per_core.values().next().unwrap().generic_ps;
-            (x.step_num, x.duration_ps(), g[0], g[8])
-        })
-        .collect();
-    assert_eq!(
-        steps,
-        [
-            (0, 3_000_000, 3_000_000, 0),
-            (1, 2_100_000, 1_700_000, 400_000)
-        ]
-    );
+    assert_eq!(step_rows(&s), XPROF_STEP_ROWS);
     // XProf's framework-op rows, by total self time: (operation, occurrences, self time ps).
     let mut got: Vec<(String, u64, u64)> = views::framework_op_db(&s.device_db, false)
         .metrics
