@@ -39,6 +39,7 @@ pub mod reasons {
     pub const GPU_NO_COST: &str = "the kernel has no flops/bytes_accessed stats; XProf derives them with XLA's GPU cost model, which is not available here";
     pub const PRECISION_NOT_GPU: &str = "XProf computes 16/32-bit compute time only from GPU kernels (this capture has none; XProf prints nothing)";
     pub const PRECISION_NO_STEPS: &str = "no GPU kernel with a correlation_id falls in a step (group_id), so there is no compute time to divide (XProf prints 0.0%)";
+    pub const DEVICE_IDLE_TPU_ONLY: &str = "XProf computes device idle time only for TPU captures (its GPU overview has no such field); *_measured is the idle share of the GPU op time";
     pub const NO_HOST_OPS: &str =
         "XProf computes host idle time only for TPU captures (prints 0 elsewhere)";
 }
@@ -898,9 +899,11 @@ pub fn overview(s: &OpStats) -> Map<String, Value> {
             json!(percent(100.0 * s.host_db.idle_ratio())),
         );
     } else if hw == HardwareType::Gpu {
-        ps.insert(
-            "device_idle_time_percent".into(),
-            json!(percent(100.0 * s.device_db.idle_ratio())),
+        null_with(
+            &mut ps,
+            "device_idle_time_percent",
+            reasons::DEVICE_IDLE_TPU_ONLY,
+            Some(json!(percent(100.0 * s.device_db.idle_ratio()))),
         );
         null_with(
             &mut ps,

@@ -294,6 +294,21 @@ fn step_rows(s: &OpStats) -> Vec<(i64, u64, u64, u64)> {
 }
 
 #[test]
+fn gpu_device_idle_time_is_ours_not_xprofs() {
+    // XProf's GPU overview has no device idle time (it computes it only for TPU): null with
+    // the reason, and our measurement (the op database's idle share) beside it.
+    let s = stats();
+    let ps = &views::overview(&s)["performance_summary"];
+    assert!(ps["device_idle_time_percent"].is_null());
+    assert_eq!(
+        ps["device_idle_time_percent_reason"],
+        views::reasons::DEVICE_IDLE_TPU_ONLY
+    );
+    let measured = xprof_opstats::format::percent(100.0 * s.device_db.idle_ratio());
+    assert_eq!(ps["device_idle_time_percent_measured"], measured.as_str());
+}
+
+#[test]
 fn gpu_steps_without_a_host_plane_come_from_the_kernels_group_ids() {
     // No host plane, so no host grouping: XProf takes the groups from the kernels' own
     // `group_id` stats and shows the same two steps as with the host thread.
