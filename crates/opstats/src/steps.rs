@@ -572,8 +572,6 @@ struct NameClass {
     real_compute: bool,
     /// [`classify_cpu_event`].
     cpu: EventType,
-    /// `ExecutorState::Process…` (any case): host-side preparation of device work.
-    executor_process: bool,
 }
 
 impl NameClass {
@@ -582,9 +580,6 @@ impl NameClass {
             marker: is_explicit_host_step_marker(name),
             real_compute: is_real_cpu_compute(name),
             cpu: classify_cpu_event(name),
-            executor_process: name
-                .to_ascii_lowercase()
-                .starts_with("executorstate::process"),
         }
     }
 }
@@ -690,8 +685,6 @@ struct GpuStepEvents {
     spans: Vec<Vec<(EventType, i64, i64)>>,
     /// Per group: its longest step marker (the first of equals), if any plane has one.
     markers: Vec<Option<(i64, i64)>>,
-    /// Some step event ends before it starts.
-    negative: bool,
 }
 
 /// XProf (`ConvertXSpaceToOpStats`): with a device, the steps come from the device alone.
@@ -711,7 +704,6 @@ fn gpu_step_events(
     let mut out = GpuStepEvents {
         spans: vec![Vec::new(); num_groups],
         markers: vec![None; num_groups],
-        negative: false,
     };
     for p in gpus {
         // (begin, end, group, step event type: only for events with a correlation id)
@@ -734,7 +726,6 @@ fn gpu_step_events(
             let Some(Some(g)) = g else { continue };
             grouped.push((b, e, g, t.is_some()));
             if let Some(t) = t {
-                out.negative |= e < b;
                 out.spans[g as usize].push((t, b, e));
             }
         }
@@ -789,32 +780,48 @@ fn gpu_only_steps(gpus: &[&Plane]) -> Option<Vec<Step>> {
     });
     let steps = (0..ids.len())
         .filter_map(|k| {
-            let (b, e) = g.markers[k]?;
-            let s = &g.spans[k];
-            let well_formed = s
-                .iter()
-                .any(|x| matches!(x.0, EventType::DeviceCompute32 | EventType::DeviceCompute16));
-            if !well_formed || e <= b {
-                return None;
-            }
-            let mut per_core = BTreeMap::new();
-            per_core.insert(
-                0,
-                CoreStep {
-                    begin_ps: b,
-                    duration_ps: crate::nesting::span_len(b, e),
-                    generic_ps: generic_breakdown(s, b, e),
-                    category_ps: BTreeMap::new(),
-                },
-            );
-            Some(Step {
-                step_num: ids[k],
-                name: ids[k].to_string(),
-                per_core,
-            })
+            let marker = g.markers[k]?;
+            generic_step(ids[k], marker, &g.spans[k], true, || ids[k].to_string())
         })
         .collect();
     Some(steps)
+}
+
+/// One step of the generic (non-TPU) step database on `marker` (begin, end), from its step
+/// events: XProf `ConvertStepDetailsToStepInfo`. `None` for a step that is not well formed:
+/// without device compute (`device`) or host compute (otherwise) among its events, or empty.
+fn generic_step(
+    step_num: i64,
+    (b, e): (i64, i64),
+    spans: &[(EventType, i64, i64)],
+    device: bool,
+    name: impl FnOnce() -> String,
+) -> Option<Step> {
+    let well_formed = if device {
+        spans
+            .iter()
+            .any(|x| matches!(x.0, EventType::DeviceCompute32 | EventType::DeviceCompute16))
+    } else {
+        spans.iter().any(|x| x.0 == EventType::HostCompute)
+    };
+    if !well_formed || e <= b {
+        return None;
+    }
+    let mut per_core = BTreeMap::new();
+    per_core.insert(
+        0,
+        CoreStep {
+            begin_ps: b,
+            duration_ps: crate::nesting::span_len(b, e),
+            generic_ps: generic_breakdown(spans, b, e),
+            category_ps: BTreeMap::new(),
+        },
+    );
+    Some(Step {
+        step_num,
+        name: name(),
+        per_core,
+    })
 }
 
 /// Host (and GPU) steps: XProf `ConvertHostThreadsXPlaneToStepEvents`,
@@ -848,7 +855,6 @@ fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>) {
     let has_device = !gpus.is_empty();
     let mut device_spans: Vec<Vec<(EventType, i64, i64)>> = Vec::new();
     let mut device_markers: Vec<Option<(i64, i64)>> = Vec::new();
-    let mut device_negative = false;
     if has_device {
         let mut launch_group: HashMap<i64, u32> = HashMap::new();
         for (li, line) in plane.lines.iter().enumerate() {
@@ -869,7 +875,7 @@ fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>) {
                 None => c.and_then(|c| launch_group.get(&c).copied()).map(Some),
             }
         });
-        (device_spans, device_markers, device_negative) = (g.spans, g.markers, g.negative);
+        (device_spans, device_markers) = (g.spans, g.markers);
     }
     let line_steps = |raw: bool| -> Vec<LineSteps> {
         plane
@@ -901,14 +907,10 @@ fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>) {
                     let root = roots.get(r) == Some(&ei);
                     if class.marker || named || root {
                         out.markers.push((g, ei));
-                    } else if class.real_compute {
-                        let t = if has_device
-                            && (e.stats.has(StatKey::CorrelationId) || class.executor_process)
-                        {
-                            EventType::HostPrepare
-                        } else {
-                            class.cpu
-                        };
+                    } else if class.real_compute && !has_device {
+                        // With a device XProf adds no host step events: the markers only name
+                        // the steps.
+                        let t = class.cpu;
                         let (b, end) = (e.start_ps, e.end_ps());
                         if end < b {
                             out.negative = true;
@@ -943,7 +945,7 @@ fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>) {
     let mut lines = line_steps(false);
     // Unions only stand for their spans when no span is reversed (a reversed span cancels
     // coverage in XProf's sweep): then the breakdown takes every span as it is.
-    if device_negative || lines.iter().any(|l| l.negative) {
+    if lines.iter().any(|l| l.negative) {
         lines = line_steps(true);
     }
     // The longest host marker per group (the first of equals), in (line, event) order.
@@ -964,32 +966,18 @@ fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>) {
     drop(lines);
     let steps: Vec<Option<Step>> = best
         .par_iter()
-        .zip(spans.par_iter_mut())
+        .zip(spans.par_iter())
         .enumerate()
         .map(|(g, (m, s))| {
             // With a device, the device's step span and events only: XProf adds no host step
             // events to a capture with devices. The host marker still names the step.
-            let (b, e) = if has_device {
-                s.clear();
-                s.extend_from_slice(&device_spans[g]);
-                device_markers[g]?
+            let (marker, s) = if has_device {
+                (device_markers[g]?, device_spans[g].as_slice())
             } else {
-                m.map(|m| (m.0, m.1))?
+                (m.map(|m| (m.0, m.1))?, s.as_slice())
             };
-            // Well-formed steps only: device compute (with a device) or host compute
-            // (without).
-            let well_formed = if has_device {
-                s.iter()
-                    .any(|x| matches!(x.0, EventType::DeviceCompute32 | EventType::DeviceCompute16))
-            } else {
-                s.iter().any(|x| x.0 == EventType::HostCompute)
-            };
-            if !well_formed || e <= b {
-                return None;
-            }
-            let generic = generic_breakdown(s, b, e);
             let gid = grouping.ids[g];
-            let label = match *m {
+            generic_step(gid, marker, s, has_device, || match *m {
                 Some((_, _, li, ei)) => {
                     let ev = &plane.lines[li].events[ei as usize];
                     let name = &plane.meta(ev).name;
@@ -1003,21 +991,6 @@ fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>) {
                     }
                 }
                 None => gid.to_string(),
-            };
-            let mut per_core = BTreeMap::new();
-            per_core.insert(
-                0,
-                CoreStep {
-                    begin_ps: b,
-                    duration_ps: crate::nesting::span_len(b, e),
-                    generic_ps: generic,
-                    category_ps: BTreeMap::new(),
-                },
-            );
-            Some(Step {
-                step_num: gid,
-                name: label,
-                per_core,
             })
         })
         .collect();
@@ -1239,17 +1212,10 @@ pub fn step_db(tpu: &[&Plane], gpus: &[&Plane], host: Option<&Plane>) -> StepDb 
     let (source, steps) = match host.map(|h| host_steps(h, gpus)) {
         Some((source, steps)) if source != StepsSource::None => (source, steps),
         // No host grouping: a GPU capture may still carry its groups on the kernels.
-        _ => {
-            let gpu = if gpus.is_empty() {
-                None
-            } else {
-                gpu_only_steps(gpus)
-            };
-            match gpu {
-                Some(steps) => (StepsSource::GroupId, steps),
-                None => return StepDb::default(),
-            }
-        }
+        _ => match gpu_only_steps(gpus) {
+            Some(steps) => (StepsSource::GroupId, steps),
+            None => return StepDb::default(),
+        },
     };
     if steps.is_empty() {
         return StepDb::default();
