@@ -23,20 +23,26 @@ pub fn xprof_bin() -> &'static str {
 pub fn plugin_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        // The whole workspace, as `cargo xtask test` builds it first, and only its cdylibs of
-        // `PLUGINS` kept: `-p` on a subset unifies dependency features differently, so cargo
-        // would compile a second copy of most crates (over a minute of CI, and the disk that
-        // CI ran out of).
         let mut cmd = Command::new(env!("CARGO"));
         cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
-            .args(["build", "--workspace"]);
-        cmd.arg("--message-format=json-render-diagnostics");
+            .args(["build", "--message-format=json-render-diagnostics"]);
         // Follow the profile of the binary under test.
         if Path::new(xprof_bin())
             .components()
             .any(|c| c.as_os_str() == "release")
         {
+            // Nothing is built in release yet: only the plugins, not the whole workspace
+            // (each cdylib is a whole-program link).
             cmd.arg("--release");
+            for p in PLUGINS {
+                cmd.args(["-p", p]);
+            }
+        } else {
+            // The whole workspace, as `cargo xtask test` builds it first (only the cdylibs of
+            // `PLUGINS` are kept below): `-p` on a subset unifies dependency features
+            // differently, so cargo would compile a second copy of most crates (over a minute
+            // of CI, and the disk that CI ran out of).
+            cmd.arg("--workspace");
         }
         let out = cmd
             .stderr(Stdio::inherit())
