@@ -43,5 +43,5 @@ fn planes(space: &HostSpace) -> (Vec<&Plane>, Vec<&Plane>, Option<&Plane>) {
 fn step_database(bencher: divan::Bencher, name: &str) {
     let Some(space) = input(name) else { return };
     let (tpu, gpu, host) = planes(space);
-    bencher.bench(|| step_db(divan::black_box(&tpu), &gpu, host));
+    bencher.bench(|| step_db(divan::black_box(&tpu), &gpu, host, false));
 }

@@ -230,7 +230,14 @@ pub fn host_space(host: &str, space: &XSpace, extra_modules: Vec<HloModuleInfo>)
     for m in embedded_modules(space).into_iter().chain(extra_modules) {
         modules.entry(m.program_id).or_insert(m);
     }
+    let skips_grouping = crate::model::skips_grouping(space.planes.iter().map(|p| {
+        (
+            p.name.as_str(),
+            p.stat_metadata.values().any(|m| m.name == "group_id"),
+        )
+    }));
     HostSpace {
+        skips_grouping,
         host: host.to_string(),
         hostname: space
             .hostnames
@@ -765,7 +772,13 @@ pub(crate) fn host_model(
         modules.entry(m.program_id).or_insert(m);
     }
     let hostname = space.hostname();
+    let skips_grouping = crate::model::skips_grouping(
+        space
+            .planes()
+            .map(|p| (p.name(), p.stat_id("group_id").is_some())),
+    );
     HostSpace {
+        skips_grouping,
         host: host.to_string(),
         hostname: if hostname.is_empty() {
             "localhost".into()

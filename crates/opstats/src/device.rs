@@ -309,15 +309,19 @@ fn tensor_core_op(
     Some(((program_id, symbol_id), op))
 }
 
-/// Per-step op databases of one TensorCore plane (XProf's per-step `hlo_metrics_db`): op
-/// events whose device span lies in a step window `(id, begin, end)`, nested, keyed and totalled
-/// as in [`tensor_core_db`], each db's window being its step. One pass over the events.
+/// The op database of each step of one TensorCore, for the steps given as (id, begin, end),
+/// as XProf's `ConvertTpuDeviceTraceXLineToStepEvents` builds them: an op belongs to the step
+/// whose id its `group_id` stat names; with `containing`, an op without one belongs to the
+/// step whose span holds it (what XProf's grouping pass gives it). Only steps with at least
+/// one op are returned: XProf has no step events for the others, and drops their markers.
 pub fn tensor_core_step_dbs(
     plane: &Plane,
     windows: &[(i64, i64, i64)],
+    containing: bool,
 ) -> HashMap<i64, OpMetricsDb> {
     let mut sorted: Vec<(i64, i64, i64)> = windows.to_vec();
     sorted.sort_by_key(|w| (w.1, w.2));
+    let span_of: HashMap<i64, (i64, i64)> = windows.iter().map(|w| (w.0, (w.1, w.2))).collect();
     let mut builders: HashMap<i64, KeyedDbBuilder> = HashMap::new();
     for line in plane.lines.iter().filter(|l| is_op_line(&l.name)) {
         let mut order: Vec<usize> = (0..line.events.len()).collect();
@@ -325,16 +329,23 @@ pub fn tensor_core_step_dbs(
         let mut per_window: HashMap<i64, Vec<Span>> = HashMap::new();
         let mut w = 0;
         for i in order {
-            let (b, d) = device_span(&line.events[i]);
+            let e = &line.events[i];
+            let (b, d) = device_span(e);
             let end = b.saturating_add(d);
             while w < sorted.len() && sorted[w].2 < b {
                 w += 1;
             }
-            // Windows may touch; the first one that holds the event wins.
-            if let Some(&(id, wb, we)) = sorted[w..].iter().take(2).find(|x| x.1 <= b && end <= x.2)
-                && wb <= b
-                && end <= we
-            {
+            let id = match e.stats.i64(StatKey::GroupId) {
+                Some(g) => span_of.contains_key(&g).then_some(g),
+                // Windows may touch; the first one that holds the event wins.
+                None if containing => sorted[w..]
+                    .iter()
+                    .take(2)
+                    .find(|x| x.1 <= b && end <= x.2)
+                    .map(|x| x.0),
+                None => None,
+            };
+            if let Some(id) = id {
                 per_window.entry(id).or_default().push(Span {
                     begin: b,
                     dur: d,
@@ -354,14 +365,11 @@ pub fn tensor_core_step_dbs(
             });
         }
     }
-    sorted
-        .iter()
-        .map(|&(id, b, e)| {
-            let db = builders
-                .remove(&id)
-                .unwrap_or_default()
-                .finish(crate::nesting::span_len(b, e));
-            (id, db)
+    builders
+        .into_iter()
+        .map(|(id, builder)| {
+            let (b, e) = span_of[&id];
+            (id, builder.finish(crate::nesting::span_len(b, e)))
         })
         .collect()
 }

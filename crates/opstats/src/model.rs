@@ -684,6 +684,24 @@ pub struct HostSpace {
     pub warnings: Vec<String>,
     /// Programs known from `/host:metadata` or `*.hlo_proto.pb`, by program id.
     pub modules: HashMap<u64, HloModuleInfo>,
+    /// XProf runs no grouping pass on this capture and takes its `group_id` stats as they are
+    /// ([`skips_grouping`]); `false` for the captures profilers write.
+    pub skips_grouping: bool,
+}
+
+/// Whether XProf 2.24.2 skips its event grouping (step numbering) on a capture, given its
+/// planes' names and whether each has a `group_id` stat metadata: when some plane has one
+/// (the capture says it is grouped already, XProf's `IsXSpaceGrouped`) and no `/host:` plane
+/// exists. Observed on XProf's converters with captures that differ in one plane each: with a
+/// `/host:CPU` or `/host:metadata` plane, even an empty one, the grouping ran whatever the
+/// device planes' `group_id`s; without one, it ran only when no plane had `group_id`.
+pub fn skips_grouping<'a>(planes: impl IntoIterator<Item = (&'a str, bool)>) -> bool {
+    let (mut host, mut grouped) = (false, false);
+    for (name, has_group_id) in planes {
+        host |= name.starts_with("/host:");
+        grouped |= has_group_id;
+    }
+    grouped && !host
 }
 
 impl HostSpace {

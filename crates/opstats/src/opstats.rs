@@ -216,7 +216,7 @@ pub fn build_with(space: &HostSpace, opts: BuildOptions) -> OpStats {
         },
         || {
             if opts.steps {
-                step_db(&tpu, &gpu, host)
+                step_db(&tpu, &gpu, host, space.skips_grouping)
             } else {
                 StepDb::default()
             }

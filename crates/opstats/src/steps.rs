@@ -2,8 +2,10 @@
 //! (`xplane_to_step_events.cc`, `step_events_to_steps_db.cc`, `event_span.cc`), restated.
 //!
 //! XProf-compatible steps come only from XProf's own signals:
-//! * TPU: the device `Steps` line (XProf takes TPU step markers only from it), grouped by the
-//!   events' `group_id`, else in order — [`StepsSource::StepsLine`];
+//! * TPU: the device `Steps` line (XProf takes TPU step markers only from it), numbered as
+//!   XProf's grouping pass numbers them (host groups through flows, else in order after them;
+//!   the events' own `group_id` only when XProf skips that pass), each step keeping the ops of
+//!   its group — [`StepsSource::StepsLine`];
 //! * host events that already carry `group_id` stats (captures XProf grouped) —
 //!   [`StepsSource::GroupId`];
 //! * host root events (`_r` stat) grouped with their descendants and flows (`_p`/`_c`) —
@@ -1066,14 +1068,19 @@ pub fn host_contexts(host: Option<&Plane>) -> HostContexts {
 type CoreStepEvent = (Option<(i64, String)>, i64, i64);
 
 /// Step spans of one TPU core, from its `Steps` line — XProf takes TPU step markers only from
-/// there. A step's group is its `group_id` stat; else the host group whose producer context
-/// is consumed (`_ct`, `_c`) by the step event or an event inside it (XProf's grouping);
-/// else `None` (grouped later in lock step).
-fn tpu_core_step_spans(plane: &Plane, host: &HostContexts) -> Option<Vec<CoreStepEvent>> {
+/// there. When XProf groups the capture (`regroup`), a step's group is the host group whose
+/// producer context is consumed (`_ct`, `_c`) by the step event or an event inside it, else
+/// `None` (numbered later in lock step); the grouping pass overwrites the event's own
+/// `group_id`. Otherwise the group is the event's own `group_id` stat.
+fn tpu_core_step_spans(
+    plane: &Plane,
+    host: &HostContexts,
+    regroup: bool,
+) -> Option<Vec<CoreStepEvent>> {
     let line = plane.line(STEPS).filter(|l| !l.events.is_empty())?;
     // Consumer contexts on this core, by plain start time.
     let mut consumers: Vec<(i64, i64, (u64, u64))> = Vec::new();
-    if !host.by_context.is_empty() {
+    if regroup && !host.by_context.is_empty() {
         for l in &plane.lines {
             for e in &l.events {
                 if let (Some(t), Some(id)) = (
@@ -1089,88 +1096,94 @@ fn tpu_core_step_spans(plane: &Plane, host: &HostContexts) -> Option<Vec<CoreSte
     let mut out = Vec::new();
     for e in &line.events {
         let (b, d) = device_span(e);
-        let group = match e.stats.i64(StatKey::GroupId) {
-            Some(g) => Some((g, g.to_string())),
-            None => {
-                let (pb, pe) = (e.start_ps, e.end_ps());
-                let lo = consumers.partition_point(|c| c.0 < pb);
-                consumers[lo..]
-                    .iter()
-                    .take_while(|c| c.0 <= pe)
-                    .filter(|c| c.1 <= pe)
-                    .find_map(|c| host.by_context.get(&c.2).cloned())
-            }
+        let group = if regroup {
+            let (pb, pe) = (e.start_ps, e.end_ps());
+            let lo = consumers.partition_point(|c| c.0 < pb);
+            consumers[lo..]
+                .iter()
+                .take_while(|c| c.0 <= pe)
+                .filter(|c| c.1 <= pe)
+                .find_map(|c| host.by_context.get(&c.2).cloned())
+        } else {
+            e.stats.i64(StatKey::GroupId).map(|g| (g, g.to_string()))
         };
         out.push((group, b, b.saturating_add(d)));
     }
     Some(out)
 }
 
+/// TPU steps as XProf builds them (`ConvertDeviceTraceXPlaneToStepEvents`, then the
+/// intersection over cores): per core, a step needs a marker on the `Steps` line and at least
+/// one op of its group; cores left with no step are skipped, and the steps every other core
+/// has are kept. `regroup` = XProf runs its grouping pass (see [`crate::model::skips_grouping`]).
 fn tpu_steps(
     tpu: &[&Plane],
     host: Option<&Plane>,
+    regroup: bool,
 ) -> Option<(StepsSource, Vec<Step>, crate::metrics::OpMetricsDb)> {
-    let contexts = host_contexts(host);
-    let raw: Vec<(i64, Vec<CoreStepEvent>)> = tpu
+    let contexts = if regroup {
+        host_contexts(host)
+    } else {
+        host_contexts(None)
+    };
+    let raw: Vec<(&Plane, Vec<CoreStepEvent>)> = tpu
         .iter()
-        .filter_map(|p| tpu_core_step_spans(p, &contexts).map(|v| (p.id, v)))
+        .filter_map(|p| tpu_core_step_spans(p, &contexts, regroup).map(|v| (*p, v)))
         .collect();
     if raw.is_empty() {
         return None;
     }
-    // When no step of any core joined a group, XProf groups device steps in lock step, numbered
-    // after the host groups.
+    // When no step of any core joined a group, XProf's grouping numbers device steps in lock
+    // step, after the host groups.
     let any_grouped = raw.iter().any(|(_, v)| v.iter().any(|x| x.0.is_some()));
-    let mut per_core: Vec<(i64, StepsSource, StepSpans)> = Vec::new();
-    for (core, v) in raw {
-        let mut m: StepSpans = BTreeMap::new();
-        for (i, (g, b, e)) in v.into_iter().enumerate() {
-            let (id, name) = match g {
-                Some(x) => x,
-                // Ungrouped step events are discarded once others are grouped (XProf
-                // `MergeHostSteps`), else numbered in order.
-                None if any_grouped => continue,
-                None => {
-                    let id = contexts.num_groups + i as i64;
-                    (id, id.to_string())
-                }
-            };
-            // Consecutive step events of one group are one step.
-            let ent = m.entry(id).or_insert((b, e, name));
-            ent.0 = ent.0.min(b);
-            ent.1 = ent.1.max(e);
-        }
-        per_core.push((core, StepsSource::StepsLine, m));
-    }
-    if per_core.iter().all(|c| c.2.is_empty()) {
+    // Per core: markers by step id, then the op database of each step that has ops.
+    let per_core: Vec<(i64, StepSpans, HashMap<i64, crate::metrics::OpMetricsDb>)> = raw
+        .into_par_iter()
+        .map(|(plane, v)| {
+            let mut m: StepSpans = BTreeMap::new();
+            for (i, (g, b, e)) in v.into_iter().enumerate() {
+                let (id, name) = match g {
+                    Some(x) => x,
+                    // Ungrouped step events are discarded once others are grouped (XProf
+                    // `MergeHostSteps`), else numbered in order.
+                    None if any_grouped || !regroup => continue,
+                    None => {
+                        let id = contexts.num_groups + i as i64;
+                        (id, id.to_string())
+                    }
+                };
+                // Consecutive step events of one group are one step.
+                let ent = m.entry(id).or_insert((b, e, name));
+                ent.0 = ent.0.min(b);
+                ent.1 = ent.1.max(e);
+            }
+            let windows: Vec<(i64, i64, i64)> = m.iter().map(|(id, w)| (*id, w.0, w.1)).collect();
+            let dbs = crate::device::tensor_core_step_dbs(plane, &windows, regroup);
+            m.retain(|id, _| dbs.contains_key(id));
+            (plane.id, m, dbs)
+        })
+        .filter(|(_, m, _)| !m.is_empty())
+        .collect();
+    if per_core.is_empty() {
         return None;
     }
-    let source = per_core[0].1;
-    // Multi-core TPU: keep only steps every core saw (XProf intersects).
-    let mut ids: Vec<i64> = per_core[0].2.keys().copied().collect();
-    ids.retain(|id| per_core.iter().all(|(_, _, m)| m.contains_key(id)));
-    // Per core, one pass: the op database of each kept step.
-    let mut core_dbs: HashMap<i64, HashMap<i64, crate::metrics::OpMetricsDb>> = HashMap::new();
-    for (core, _, m) in &per_core {
-        let windows: Vec<(i64, i64, i64)> = ids.iter().map(|id| (*id, m[id].0, m[id].1)).collect();
-        if let Some(plane) = tpu.iter().find(|p| p.id == *core) {
-            core_dbs.insert(*core, crate::device::tensor_core_step_dbs(plane, &windows));
-        }
-    }
+    // Multi-core TPU: keep only steps every core (with steps) saw (XProf intersects).
+    let mut ids: Vec<i64> = per_core[0].1.keys().copied().collect();
+    ids.retain(|id| per_core.iter().all(|(_, m, _)| m.contains_key(id)));
     let mut all = crate::metrics::DbCombiner::new();
     let mut steps = Vec::new();
     for id in ids {
         let mut step = Step {
             step_num: id,
-            name: per_core[0].2[&id].2.clone(),
+            name: per_core[0].1[&id].2.clone(),
             per_core: BTreeMap::new(),
         };
-        for (core, _, m) in &per_core {
+        for (core, m, dbs) in &per_core {
             let (b, e, _) = m[&id];
             let dur = crate::nesting::span_len(b, e);
             // Self time per category inside the step; IDLE = the rest.
             let mut cats: BTreeMap<String, u64> = BTreeMap::new();
-            if let Some(db) = core_dbs.get(core).and_then(|d| d.get(&id)) {
+            if let Some(db) = dbs.get(&id) {
                 for op in db.metrics.iter().filter(|m| !m.is_idle()) {
                     let v = cats.entry(op.category.clone()).or_insert(0);
                     *v = v.saturating_add(op.self_time_ps);
@@ -1191,15 +1204,23 @@ fn tpu_steps(
         }
         steps.push(step);
     }
-    Some((source, steps, all.finish()))
+    if steps.is_empty() {
+        return None;
+    }
+    Some((StepsSource::StepsLine, steps, all.finish()))
 }
 
 /// The step database of one host. `tpu` = TensorCore planes, `gpus` = GPU planes, `host` =
 /// `/host:CPU`.
-pub fn step_db(tpu: &[&Plane], gpus: &[&Plane], host: Option<&Plane>) -> StepDb {
+pub fn step_db(
+    tpu: &[&Plane],
+    gpus: &[&Plane],
+    host: Option<&Plane>,
+    skips_grouping: bool,
+) -> StepDb {
     if !tpu.is_empty() {
         // TPU step lines already exclude incomplete steps.
-        return match tpu_steps(tpu, host) {
+        return match tpu_steps(tpu, host, !skips_grouping) {
             Some((source, steps, db)) => StepDb {
                 source,
                 steps_op_db: Some(db),

@@ -155,13 +155,27 @@ fn tensor_cores_combine_and_duty_cycle_unions_cores_of_a_chip() {
 
 #[test]
 fn hosts_combine_counts_and_intersect_steps() {
+    // A capture grouped already (its steps and ops carry `group_id`, no host plane): XProf
+    // takes the ids as they are. Each step holds one op of its group.
     let host = |name: &str, steps: &[i64]| {
-        let steps = steps.to_vec();
+        let (ops, markers) = (steps.to_vec(), steps.to_vec());
         let b = XSpaceBuilder::new()
             .hostname(name)
             .plane("/device:TPU:0", move |p| {
-                tpu_plane(p, None, 0, 200).line("Steps", move |mut l| {
-                    for g in &steps {
+                p.line("XLA Ops", move |mut l| {
+                    for g in &ops {
+                        l = l
+                            .event("%fusion.1 = f32[] fusion()", g * 1000 + 50, 200)
+                            .display_name("fusion.1")
+                            .metadata_stat("program_id", 42u64)
+                            .metadata_stat("symbol_id", 1u64)
+                            .metadata_stat("hlo_category", "loop fusion")
+                            .stat("group_id", *g);
+                    }
+                    l
+                })
+                .line("Steps", move |mut l| {
+                    for g in &markers {
                         l = l.event(&g.to_string(), g * 1000, 500).stat("group_id", *g);
                     }
                     l
@@ -179,7 +193,7 @@ fn hosts_combine_counts_and_intersect_steps() {
         .iter()
         .find(|m| m.name == "fusion.1")
         .unwrap();
-    assert_eq!((f.occurrences, f.num_cores), (2, 2));
+    assert_eq!((f.occurrences, f.num_cores), (6, 2));
     // Only steps every host has; each keeps both hosts' cores.
     let nums: Vec<i64> = all.steps.steps.iter().map(|s| s.step_num).collect();
     assert_eq!(nums, [2, 3]);

@@ -28,8 +28,9 @@ fn op(
 
 #[test]
 fn steps_line_gives_steps_with_category_breakdown() {
-    // Two steps [0,1000] and [1000,2000] (group 7 and 8). Step 7 holds a fusion [100,400] and
-    // an infeed [500,600]; step 8 a fusion [1100,1300].
+    // A capture grouped already (its steps and ops carry `group_id`, no host plane), which XProf
+    // reads as it is. Two steps [0,1000] and [1000,2000] (group 7 and 8). Step 7 holds a
+    // fusion [100,400] and an infeed [500,600]; step 8 a fusion [1100,1300].
     let s = stats(XSpaceBuilder::new().plane("/device:TPU:0", |p| {
         p.line("Steps", |l| {
             l.event("7", 0, 1000)
@@ -38,9 +39,9 @@ fn steps_line_gives_steps_with_category_breakdown() {
                 .stat("group_id", 8i64)
         })
         .line("XLA Ops", |l| {
-            let l = op(l, "fusion.1", 1, "loop fusion", 100, 300);
-            let l = op(l, "infeed.2", 2, "infeed", 500, 100);
-            op(l, "fusion.1", 1, "loop fusion", 1100, 200)
+            let l = op(l, "fusion.1", 1, "loop fusion", 100, 300).stat("group_id", 7i64);
+            let l = op(l, "infeed.2", 2, "infeed", 500, 100).stat("group_id", 7i64);
+            op(l, "fusion.1", 1, "loop fusion", 1100, 200).stat("group_id", 8i64)
         })
     }));
     assert_eq!(s.steps.source, StepsSource::StepsLine);
@@ -264,7 +265,10 @@ fn tpu_module_group_ids_without_a_steps_line_give_no_xprof_steps() {
 fn a_steps_line_without_group_ids_groups_in_order() {
     let s = stats(XSpaceBuilder::new().plane("/device:TPU:0", |p| {
         p.line("Steps", |l| l.event("a", 0, 100).event("b", 100, 150))
-            .line("XLA Ops", |l| op(l, "fusion.1", 1, "loop fusion", 10, 20))
+            .line("XLA Ops", |l| {
+                let l = op(l, "fusion.1", 1, "loop fusion", 10, 20);
+                op(l, "fusion.1", 1, "loop fusion", 120, 20)
+            })
     }));
     let got: Vec<(i64, u64)> = s
         .steps
@@ -397,7 +401,11 @@ fn tpu_steps_join_host_roots_through_flows() {
                         .stat("_ct", 12i64)
                         .stat("_c", 200u64)
                 })
-                .line("XLA Ops", |l| op(l, "fusion.1", 1, "loop fusion", 200, 100))
+                .line("XLA Ops", |l| {
+                    let l = op(l, "fusion.1", 1, "loop fusion", 200, 100);
+                    let l = op(l, "fusion.1", 1, "loop fusion", 1200, 100);
+                    op(l, "fusion.1", 1, "loop fusion", 2200, 100)
+                })
             }),
     );
     assert_eq!(s.steps.source, StepsSource::StepsLine);
@@ -415,7 +423,9 @@ fn build_without_steps_leaves_them_empty_and_the_op_views_unchanged() {
     let capture = || {
         XSpaceBuilder::new().plane("/device:TPU:0", |p| {
             p.line("Steps", |l| l.event("7", 0, 1000).stat("group_id", 7i64))
-                .line("XLA Ops", |l| op(l, "fusion.1", 1, "loop fusion", 100, 300))
+                .line("XLA Ops", |l| {
+                    op(l, "fusion.1", 1, "loop fusion", 100, 300).stat("group_id", 7i64)
+                })
         })
     };
     let space = host_space("host0", &capture().build(), Vec::new());
@@ -437,4 +447,141 @@ fn build_without_steps_leaves_them_empty_and_the_op_views_unchanged() {
         views::device_information(&lean),
         views::device_information(&full)
     );
+}
+
+/// One TensorCore of the captures below: steps [0, 1 µs) and [2, 3 µs) on `Steps`, the module
+/// runs that hold them on `XLA Modules`, one op inside each step on `XLA Ops`. Each line's
+/// events carry `group_id` 0 and 1 when asked.
+fn grouping_core(
+    p: xprof_testkit::PlaneBuilder,
+    (steps, modules, ops): (bool, bool, bool),
+) -> xprof_testkit::PlaneBuilder {
+    let gid = |l: xprof_testkit::LineBuilder, on: bool, g: i64| {
+        if on { l.stat("group_id", g) } else { l }
+    };
+    p.line("XLA Modules", |l| {
+        let l = gid(l.event("jit_step(42)", 0, 1_000_000), modules, 0);
+        gid(l.event("jit_step(42)", 2_000_000, 1_000_000), modules, 1)
+    })
+    .line("XLA Ops", |l| {
+        let l = gid(
+            op(l, "fusion.3", 3, "output fusion", 1_000, 400_000),
+            ops,
+            0,
+        );
+        gid(op(l, "dot.4", 4, "convolution", 2_001_000, 500_000), ops, 1)
+    })
+    .line("Steps", |l| {
+        let l = gid(l.event("0", 0, 1_000_000), steps, 0);
+        gid(l.event("1", 2_000_000, 1_000_000), steps, 1)
+    })
+}
+
+#[test]
+fn tpu_step_numbers_follow_xprofs_grouping_pass() {
+    // Two-core captures that differ in which events carry `group_id` and in their other planes,
+    // each run through XProf 2.24.2's converters (`../shared/tools/oracle`); the step numbers
+    // are those of its input-pipeline step table. XProf groups unless the capture has a
+    // `group_id` stat and no `/host:` plane; grouping renumbers the steps (host roots first,
+    // then the device steps in order) and gives an op without `group_id` its step's; a step
+    // needs an op of its own group.
+    let two_roots = |p: xprof_testkit::PlaneBuilder| {
+        p.line("python", |l| {
+            l.event("train", 0, 1_500_000)
+                .stat("_r", 1i64)
+                .event("train", 1_600_000, 1_500_000)
+                .stat("_r", 1i64)
+        })
+    };
+    let plain_host =
+        |p: xprof_testkit::PlaneBuilder| p.line("python", |l| l.event("train", 0, 3_000_000));
+    type Host = Option<(
+        &'static str,
+        fn(xprof_testkit::PlaneBuilder) -> xprof_testkit::PlaneBuilder,
+    )>;
+    let cases: [(&str, (bool, bool, bool), Host, &[i64]); 10] = [
+        (
+            "all grouped, host",
+            (true, true, true),
+            Some(("/host:CPU", plain_host)),
+            &[0, 1],
+        ),
+        ("steps only, no host", (true, true, false), None, &[]),
+        ("modules only, no host", (false, true, false), None, &[]),
+        ("ops only, no host", (false, true, true), None, &[]),
+        (
+            "nothing grouped, no host",
+            (false, false, false),
+            None,
+            &[0, 1],
+        ),
+        (
+            "ops grouped, host",
+            (false, true, true),
+            Some(("/host:CPU", plain_host)),
+            &[0, 1],
+        ),
+        (
+            "ops grouped, host roots",
+            (false, true, true),
+            Some(("/host:CPU", two_roots)),
+            &[],
+        ),
+        (
+            "nothing grouped, host roots",
+            (false, true, false),
+            Some(("/host:CPU", two_roots)),
+            &[2, 3],
+        ),
+        (
+            "steps grouped, host roots",
+            (true, false, false),
+            Some(("/host:CPU", two_roots)),
+            &[2, 3],
+        ),
+        (
+            "modules only, metadata plane",
+            (false, true, false),
+            Some(("/host:metadata", |p| p)),
+            &[0, 1],
+        ),
+    ];
+    for (what, groups, host, want) in cases {
+        let mut b = XSpaceBuilder::new()
+            .hostname("h")
+            .plane("/device:TPU:0", |p| grouping_core(p, groups))
+            .plane("/device:TPU:1", |p| grouping_core(p, groups));
+        if let Some((name, f)) = host {
+            b = b.plane(name, f);
+        }
+        let s = stats(b);
+        let got: Vec<i64> = s.steps.steps.iter().map(|x| x.step_num).collect();
+        assert_eq!(got, want, "{what}");
+        if let Some(step) = s.steps.steps.first() {
+            // Step 0: 1 µs on each core, 0.4 µs of it the fusion.
+            assert_eq!(step.per_core.len(), 2, "{what}");
+            let core = step.per_core.values().next().unwrap();
+            assert_eq!(core.duration_ps, 1_000_000, "{what}");
+            assert_eq!(core.category_ps["output fusion"], 400_000, "{what}");
+        }
+    }
+}
+
+#[test]
+fn a_tpu_step_without_ops_of_its_group_is_no_step() {
+    // XProf builds a step from the ops of its group: a `Steps` event with nothing running in it
+    // leaves no step (not a step of 100 % idle time).
+    let s = stats(XSpaceBuilder::new().plane("/device:TPU:0", |p| {
+        p.line("Steps", |l| {
+            l.event("a", 0, 100)
+                .event("b", 100, 150)
+                .event("c", 250, 50)
+        })
+        .line("XLA Ops", |l| {
+            let l = op(l, "fusion.1", 1, "loop fusion", 10, 20);
+            op(l, "fusion.1", 1, "loop fusion", 260, 20)
+        })
+    }));
+    let got: Vec<i64> = s.steps.steps.iter().map(|x| x.step_num).collect();
+    assert_eq!(got, [0, 2]);
 }

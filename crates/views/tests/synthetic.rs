@@ -477,10 +477,12 @@ fn tpu_two_cores() -> XSpaceBuilder {
                           sym: u64,
                           at: i64,
                           d: i64| {
+                    // Grouped already, as the steps (XProf reads such a capture as it is).
                     l.event(name, at, d)
                         .metadata_stat("hlo_category", cat)
                         .metadata_stat("program_id", 1u64)
                         .metadata_stat("symbol_id", sym)
+                        .stat("group_id", i64::from(at >= 100_000_000))
                 };
                 let l = op(l, "conv.1", "convolution", 1, 1_000_000, conv);
                 let l = op(l, "all-reduce.2", "all-reduce", 2, 60_000_000, ar);
