@@ -578,6 +578,14 @@ fn input_pipeline_on_tpu_steps() {
     );
     // (0.1 + 0.15) / 2 = 0.125, printed like C's %.2f (exact half → even): "0.12".
     assert_eq!(t.properties["steptime_ms_average"], json!("0.12"));
+    // XProf's table has no idle statement (its TpuBottleneckAnalysis does): ours is in
+    // `bottleneck`, above XProf's 3 % threshold.
+    assert!(!t.properties.contains_key("tc_idle_conclusion"));
+    assert!(ip.bottleneck.idle_percent >= 3.0);
+    assert!(ip.bottleneck.tc_idle_statement.starts_with(&format!(
+        "{:.1} % of the total step time",
+        ip.bottleneck.idle_percent
+    )));
 }
 
 #[test]

@@ -44,7 +44,7 @@ impl Tool for GetInputPipeline {
         )
     }
     fn output(&self) -> &'static str {
-        "{capture, run, hardware_type, bottleneck: {steps, input_percent, output_percent, idle_percent, compute_percent, input_classification, input_statement, step_time_ms_avg}, tables: {max_infeed_core, step_time, host_input_ops, recommendations, diagnostics}}"
+        "{capture, run, hardware_type, bottleneck: {steps, input_percent, output_percent, idle_percent, compute_percent, input_classification, input_statement, tc_idle_statement?, step_time_ms_avg}, tables: {max_infeed_core, step_time, host_input_ops, recommendations, diagnostics}}"
     }
     fn examples(&self) -> Vec<Example> {
         vec![
@@ -75,9 +75,7 @@ impl Tool for GetInputPipeline {
         let b = &ip.bottleneck;
         let mut body = Map::new();
         body.insert("hardware_type".into(), json!(ip.hardware_type.as_str()));
-        body.insert(
-            "bottleneck".into(),
-            json!({
+        let mut bottleneck = json!({
                 "steps": b.steps,
                 "step_time_ms_avg": b.step_time_ms_avg,
                 "input_percent": b.input_percent,
@@ -89,8 +87,11 @@ impl Tool for GetInputPipeline {
                 "device_collectives_percent": b.device_collectives_percent,
                 "input_classification": b.input_classification,
                 "input_statement": b.input_statement,
-            }),
-        );
+        });
+        if !b.tc_idle_statement.is_empty() {
+            bottleneck["tc_idle_statement"] = json!(b.tc_idle_statement);
+        }
+        body.insert("bottleneck".into(), bottleneck);
         let tables: Map<String, serde_json::Value> = TABLE_NAMES
             .iter()
             .zip(&ip.tables)
