@@ -394,7 +394,8 @@ mod views_tool_tests {
 
     #[test]
     fn tpu_steps_through_the_tools() {
-        // Two 100 µs steps on one TensorCore: 60 µs of convolution, 25 µs of infeed.
+        // Two 100 µs steps on one TensorCore: 60 µs of convolution, 25 µs of infeed. As the
+        // profiler writes them: no `group_id` yet (XProf's grouping numbers the steps).
         let b = XSpaceBuilder::new()
             .hostname("tpu-host")
             .plane("/device:TPU:0", |p| {
@@ -402,9 +403,7 @@ mod views_tool_tests {
                     .stat("peak_hbm_bw_gigabytes_per_second", 1000.0)
                     .line("Steps", |l| {
                         l.event("0", 0, 100_000_000)
-                            .stat("group_id", 0i64)
                             .event("1", 100_000_000, 100_000_000)
-                            .stat("group_id", 1i64)
                     })
                     .line("XLA Modules", |l| {
                         l.event("jit_step(1)", 0, 100_000_000).event(
