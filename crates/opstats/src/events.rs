@@ -625,6 +625,8 @@ struct SlotFilter {
 /// capture is opened ([`XSpace::open_scan`]).
 struct OpenFilters<'q, 'f> {
     q: &'q EventQuery<'f>,
+    /// Whether the query has a time filter (most do not: then no event's start is computed).
+    timed: bool,
     /// Per plane (by its index in the file), built by the first run of the plane.
     tables: Mutex<HashMap<usize, Arc<SlotFilter>>>,
 }
@@ -633,6 +635,10 @@ impl<'q, 'f> OpenFilters<'q, 'f> {
     fn new(q: &'q EventQuery<'f>) -> Self {
         OpenFilters {
             q,
+            timed: q.start_ps.is_some()
+                || q.end_ps.is_some()
+                || q.min_duration_ps.is_some()
+                || q.max_duration_ps.is_some(),
             tables: Default::default(),
         }
     }
@@ -658,7 +664,8 @@ impl<'q, 'f> OpenFilters<'q, 'f> {
     fn keeps(&self, f: &SlotFilter, e: &Event<'_>, position: Option<usize>) -> Option<usize> {
         let unknown = f.keep.len() - 1;
         let slot = position.filter(|&k| k < unknown).unwrap_or(unknown);
-        (f.keep[slot] && self.q.keeps_times(e.start_ps(), e.duration_ps())).then_some(slot)
+        (f.keep[slot] && (!self.timed || self.q.keeps_times(e.start_ps(), e.duration_ps())))
+            .then_some(slot)
     }
 }
 
