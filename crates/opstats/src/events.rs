@@ -386,27 +386,59 @@ impl EventQuery<'_> {
     /// the pass that validates them ([`XSpace::open_scan`]: one pass over the events instead
     /// of two). With a non-trivial `--filter` expression the space is opened first and scanned
     /// after (the expression's per-event name tests need the names).
+    ///
+    /// `by_line`: whether the groups will be keyed by line ([`Self::merge_groups`]). When they
+    /// are not, the runs a worker thread scans add to one accumulator per plane instead of one
+    /// each (thousands of runs, each with its own table and small vectors, otherwise).
     pub fn open_grouped(
         &self,
         path: &std::path::Path,
         opts: &ReadOptions,
+        by_line: bool,
     ) -> Result<(XSpace, Vec<RunDurations>), xprof_xspace::XSpaceError> {
         if self.filter.is_some_and(|x| !x.is_trivial()) {
             let space = XSpace::open_with(path, opts)?;
             let per_run = self.group_runs(&space);
             return Ok((space, per_run));
         }
-        let scan = GroupScan(OpenFilters::new(self));
+        let scan = GroupScan {
+            filters: OpenFilters::new(self),
+            per_thread: (!by_line).then(|| {
+                (0..rayon::current_num_threads())
+                    .map(|_| Mutex::new(Vec::new()))
+                    .collect()
+            }),
+            full: Mutex::new(Vec::new()),
+        };
         let (space, scanned) = XSpace::open_scan(path, opts, &scan)?;
-        let per_run = scanned
-            .into_iter()
-            .map(|s| {
-                let mut d = s.acc.durations;
+        // Planes the reader kept: their position in the file → in the returned space.
+        let mut kept: HashMap<usize, usize> = HashMap::new();
+        let mut out = Vec::new();
+        for s in scanned {
+            kept.insert(s.acc.plane, s.plane);
+            let mut d = s.acc.durations;
+            if !d.groups.is_empty() {
                 (d.plane, d.line) = (s.plane, s.line);
-                d
-            })
-            .collect();
-        Ok((space, per_run))
+                out.push(d);
+            }
+        }
+        // The threads' accumulators, for the planes the reader kept (a plane it dropped for a
+        // corrupt event may have added events before it).
+        let full = scan.full.into_inner().unwrap_or_else(|e| e.into_inner());
+        let threads = scan.per_thread.into_iter().flatten();
+        for accs in threads
+            .map(|slot| slot.into_inner().unwrap_or_else(|e| e.into_inner()))
+            .chain([full])
+        {
+            for (file_plane, mut d) in accs {
+                if let Some(&p) = kept.get(&file_plane) {
+                    d.plane = p;
+                    d.local = Vec::new();
+                    out.push(d);
+                }
+            }
+        }
+        Ok((space, out))
     }
 
     /// Merge per-run durations into groups keyed by name (see [`Self::group_durations`]).
@@ -670,32 +702,84 @@ impl<'q, 'f> OpenFilters<'q, 'f> {
 }
 
 /// [`EventQuery::group_durations`] as an [`EventScan`], run while the capture is opened.
-struct GroupScan<'q, 'f>(OpenFilters<'q, 'f>);
+struct GroupScan<'q, 'f> {
+    filters: OpenFilters<'q, 'f>,
+    /// Without the line in the key: per worker thread (rayon's index), one accumulator per
+    /// plane (its position in the file), lent to each run the thread scans.
+    per_thread: Option<Vec<Mutex<Vec<(usize, RunDurations)>>>>,
+    /// Accumulators of `per_thread` that reached [`FULL_ACCUMULATOR`] durations.
+    full: Mutex<Vec<(usize, RunDurations)>>,
+}
+
+/// Durations after which a thread's accumulator is set aside for a new one (256 KiB of 4-byte
+/// durations).
+const FULL_ACCUMULATOR: usize = 1 << 16;
 
 /// One run's state in a [`GroupScan`].
 struct GroupRun {
     filter: Arc<SlotFilter>,
+    /// The plane's position in the file.
+    plane: usize,
+    /// The worker thread whose accumulator `durations` is, to give it back after the run.
+    thread: Option<usize>,
     durations: RunDurations,
 }
 
 impl EventScan for GroupScan<'_, '_> {
     type Acc = GroupRun;
     fn start(&self, line: Line<'_>, _: &xprof_xspace::Run) -> Option<GroupRun> {
-        let filter = self.0.start(line)?;
+        let filter = self.filters.start(line)?;
         let slots = filter.keep.len();
+        let plane = line.plane().index();
+        // A run never waits on other rayon work, so a thread scans one run at a time and can
+        // lend its accumulator to it.
+        let lent = self.per_thread.as_ref().and_then(|per_thread| {
+            let t = rayon::current_thread_index()?;
+            let mut accs = per_thread.get(t)?.lock().unwrap_or_else(|e| e.into_inner());
+            let d = match accs.iter().position(|(p, _)| *p == plane) {
+                Some(k) => accs.swap_remove(k).1,
+                // Positions in the returned space are set after the scan (the reader
+                // renumbers planes if it drops one); the line is not part of the key.
+                None => RunDurations::new(0, 0, slots),
+            };
+            Some((t, d))
+        });
+        let (thread, durations) = match lent {
+            Some((t, d)) => (Some(t), d),
+            None => (None, RunDurations::new(0, 0, slots)),
+        };
         Some(GroupRun {
             filter,
-            // Positions are set from `Scanned` (open_scan renumbers planes if it drops one).
-            durations: RunDurations::new(0, 0, slots),
+            plane,
+            thread,
+            durations,
         })
     }
     #[inline]
     fn event(&self, acc: &mut GroupRun, e: Event<'_>, position: Option<usize>) {
-        if let Some(slot) = self.0.keeps(&acc.filter, &e, position) {
+        if let Some(slot) = self.filters.keeps(&acc.filter, &e, position) {
             acc.durations.push(slot, e.duration_ps());
         }
     }
     fn finish(&self, acc: &mut GroupRun) {
+        if let (Some(t), Some(per_thread)) = (acc.thread, self.per_thread.as_ref()) {
+            let mut d = std::mem::replace(&mut acc.durations, RunDurations::new(0, 0, 0));
+            // A full accumulator is set aside and the thread starts a new one: vectors that
+            // kept doubling to millions of durations would copy more than they save.
+            if d.groups.iter().map(|g| g.1.len()).sum::<usize>() >= FULL_ACCUMULATOR {
+                d.local = Vec::new();
+                self.full
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((acc.plane, d));
+            } else {
+                per_thread[t]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((acc.plane, d));
+            }
+            return;
+        }
         // The slot table is only needed while scanning: free it on the scanning thread rather
         // than one run at a time on the thread that merges the runs.
         acc.durations.local = Vec::new();

@@ -23,11 +23,15 @@ fn captures() -> Vec<PathBuf> {
 
 type Keyed = Vec<((String, String, String), DurationStats)>;
 
+/// The groups' statistics by key (the order groups are found in depends on how the runs were
+/// shared among threads).
 fn keyed(groups: Vec<xprof_opstats::events::DurationGroup<'_>>) -> Keyed {
-    group_stats(groups)
+    let mut k: Keyed = group_stats(groups)
         .into_iter()
         .map(|((e, p, l), st)| ((e.into(), p.into(), l.into()), st))
-        .collect()
+        .collect();
+    k.sort_by(|a, b| a.0.cmp(&b.0));
+    k
 }
 
 #[test]
@@ -43,11 +47,12 @@ fn open_grouped_equals_group_durations() {
         for q in &queries {
             for (e, p, l) in [
                 (true, false, false),
+                (true, true, false),
                 (true, true, true),
                 (false, false, true),
             ] {
                 let (m1, g1) = q.group_durations(&space, e, p, l);
-                let (fused, runs) = q.open_grouped(f, &ReadOptions::default()).unwrap();
+                let (fused, runs) = q.open_grouped(f, &ReadOptions::default(), l).unwrap();
                 let (m2, g2) = q.merge_groups(&fused, runs, e, p, l);
                 assert_eq!(m1, m2, "{}", f.display());
                 let (k1, k2) = (keyed(g1), keyed(g2));
@@ -176,7 +181,7 @@ fn merged_groups_match_a_walk_over_every_event_for_every_key() {
                     }
                 }
             }
-            let (fused, runs) = q.open_grouped(f, &ReadOptions::default()).unwrap();
+            let (fused, runs) = q.open_grouped(f, &ReadOptions::default(), l).unwrap();
             let (_, groups) = q.merge_groups(&fused, runs, e, p, l);
             let got: HashMap<(String, String, String), (usize, i64)> = keyed(groups)
                 .into_iter()
@@ -184,5 +189,62 @@ fn merged_groups_match_a_walk_over_every_event_for_every_key() {
                 .collect();
             assert_eq!(got, want, "{} group_by bits {bits:03b}", f.display());
         }
+    }
+}
+
+#[test]
+fn a_plane_dropped_for_a_corrupt_event_leaves_nothing_in_the_groups() {
+    // Many lines on the host plane, so that several runs (on both worker threads) add to the
+    // threads' accumulators, which fill up (64 Ki durations) and are set aside, before the last
+    // line's corrupt event drops the plane.
+    let mut b = xprof_testkit::XSpaceBuilder::new().plane("/device:TPU:0", |p| {
+        p.line("XLA Ops", |l| {
+            l.event("fusion.1", 0, 10).event("fusion.1", 20, 30)
+        })
+    });
+    b = b.plane("/host:CPU", |mut p| {
+        for t in 0..64 {
+            p = p.line(&format!("thread {t}"), |mut l| {
+                for k in 0..2100 {
+                    l = l.event("host_only", k * 10, 5);
+                }
+                if t == 63 {
+                    l = l.event("host_only", 30_000, 5).stat("note", "CORRUPTME");
+                }
+                l
+            });
+        }
+        p
+    });
+    let mut bytes = b.to_bytes();
+    let at = bytes
+        .windows(9)
+        .position(|w| w == b"CORRUPTME")
+        .expect("the marker is in the encoding");
+    bytes[at] = 0xff; // no longer UTF-8: the reader drops the plane (not strict)
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("host0.xplane.pb");
+    std::fs::write(&f, &bytes).unwrap();
+    let any = |_: &str| true;
+    let q = &queries(&any, &any, &any)[0];
+    let space = XSpace::open(&f).unwrap();
+    assert_eq!(
+        space.planes().count(),
+        1,
+        "the reader drops the corrupt plane"
+    );
+    for (e, p, l) in [
+        (true, false, false),
+        (true, true, false),
+        (true, true, true),
+    ] {
+        let (m1, g1) = q.group_durations(&space, e, p, l);
+        let (fused, runs) = q.open_grouped(&f, &ReadOptions::default(), l).unwrap();
+        let (m2, g2) = q.merge_groups(&fused, runs, e, p, l);
+        assert_eq!((m1, m2), (2, 2));
+        let (k1, k2) = (keyed(g1), keyed(g2));
+        assert_eq!(k1.len(), 1);
+        assert_eq!(k1[0].0, k2[0].0);
+        assert_eq!(k2.len(), 1, "no group of the dropped plane: {:?}", k2[1].0);
     }
 }

@@ -84,7 +84,7 @@ impl Tool for AggregateXplaneEvents {
         let (s, idx, path) = one_host_path(call)?;
         // Grouped while the capture is validated: one pass over the events.
         let (space, per_run) = filter
-            .with_query(|q| q.open_grouped(&path, &Default::default()))
+            .with_query(|q| q.open_grouped(&path, &Default::default(), by_line))
             .map_err(|e| load_error(xprof_opstats::load::LoadError::from(e)))?;
         let (scanned, (matched, groups)) = filter.with_query(|q| {
             (
