@@ -706,10 +706,13 @@ struct GroupScan<'q, 'f> {
     filters: OpenFilters<'q, 'f>,
     /// Without the line in the key: per worker thread (rayon's index), one accumulator per
     /// plane (its position in the file), lent to each run the thread scans.
-    per_thread: Option<Vec<Mutex<Vec<(usize, RunDurations)>>>>,
+    per_thread: Option<Vec<Mutex<PlaneAccumulators>>>,
     /// Accumulators of `per_thread` that reached [`FULL_ACCUMULATOR`] durations.
-    full: Mutex<Vec<(usize, RunDurations)>>,
+    full: Mutex<PlaneAccumulators>,
 }
+
+/// Accumulators, each with the position in the file of the plane it is for.
+type PlaneAccumulators = Vec<(usize, RunDurations)>;
 
 /// Durations after which a thread's accumulator is set aside for a new one (256 KiB of 4-byte
 /// durations).

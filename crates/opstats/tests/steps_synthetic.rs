@@ -499,7 +499,9 @@ fn tpu_step_numbers_follow_xprofs_grouping_pass() {
         &'static str,
         fn(xprof_testkit::PlaneBuilder) -> xprof_testkit::PlaneBuilder,
     )>;
-    let cases: [(&str, (bool, bool, bool), Host, &[i64]); 10] = [
+    /// (what, which lines carry `group_id`: steps, modules, ops; other plane; XProf's steps)
+    type Case = (&'static str, (bool, bool, bool), Host, &'static [i64]);
+    let cases: [Case; 10] = [
         (
             "all grouped, host",
             (true, true, true),
