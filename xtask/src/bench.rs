@@ -11,7 +11,8 @@
 //!   runs every case of [`CASES`] `--warmup` times unmeasured (default 2) and `--runs` times
 //!   measured (default 20). `--quick`: 5 runs, 1 warm-up, only the cases on small inputs.
 //! * Each measured run is one process: wall time from spawn to reap, and the peak RSS of that
-//!   child from `wait4(2)`'s `rusage.ru_maxrss`. Output goes to /dev/null; `TMPDIR` is a scratch
+//!   child from `wait4(2)`'s `rusage.ru_maxrss`. With a competitor, the two programs' measured
+//!   runs alternate, so that the machine's slow and fast phases weigh on both alike. Output goes to /dev/null; `TMPDIR` is a scratch
 //!   directory (results over 10 MB are written there by both tools). `xprof` gets `--no_cache`, so
 //!   every run does the whole work. Files a tool writes into its input directories are removed
 //!   after each run and listed in the JSON (`wrote_into_input`): xprof-rs writes
@@ -559,51 +560,100 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank - 1]
 }
 
-/// Measure one program on one case; returns the JSON record (`status` "ok", "failed" or
-/// "skipped: ...").
-fn measure(
-    bin: &Path,
-    args: &[String],
-    o: &Opts,
-    tmp: &Path,
+/// One program's side of a case: what it runs, its input guard, and its measured runs.
+struct Side<'a> {
+    bin: &'a Path,
+    args: Vec<String>,
     is_xprof: bool,
-    guard: &mut InputGuard,
-) -> crate::Result<Value> {
-    let (code, err) = probe(bin, args, tmp)?;
-    guard.sweep();
-    if is_xprof && code == 2 && err.contains("unknown tool") {
-        return Ok(json!({"status": "skipped: tool not available", "exit": code}));
+    guard: InputGuard,
+    /// The record when the side is not measured (skipped or failed at the probe run).
+    early: Option<Value>,
+    samples: Vec<Sample>,
+}
+
+impl<'a> Side<'a> {
+    fn new(bin: &'a Path, args: Vec<String>, is_xprof: bool, guard: InputGuard) -> Self {
+        Side {
+            bin,
+            args,
+            is_xprof,
+            guard,
+            early: None,
+            samples: Vec::new(),
+        }
     }
-    if code != 0 {
-        return Ok(json!({"status": "failed", "exit": code, "stderr": err}));
+
+    /// The probe run (stderr kept, to classify a failure) and the unmeasured warm-up runs.
+    fn warm_up(&mut self, o: &Opts, tmp: &Path) -> crate::Result<()> {
+        let (code, err) = probe(self.bin, &self.args, tmp)?;
+        self.guard.sweep();
+        if self.is_xprof && code == 2 && err.contains("unknown tool") {
+            self.early = Some(json!({"status": "skipped: tool not available", "exit": code}));
+            return Ok(());
+        }
+        if code != 0 {
+            self.early = Some(json!({"status": "failed", "exit": code, "stderr": err}));
+            return Ok(());
+        }
+        for _ in 1..o.warmup {
+            run_once(self.bin, &self.args, tmp)?;
+            self.guard.sweep();
+        }
+        Ok(())
     }
-    for _ in 1..o.warmup {
-        run_once(bin, args, tmp)?;
-        guard.sweep();
+
+    fn run(&mut self, tmp: &Path) -> crate::Result<()> {
+        if self.early.is_none() {
+            self.samples.push(run_once(self.bin, &self.args, tmp)?);
+            self.guard.sweep();
+        }
+        Ok(())
     }
-    let mut samples = Vec::with_capacity(o.runs);
+
+    /// The JSON record: `status` "ok", "failed" or "skipped: ...", the timings and RSS.
+    fn record(&self) -> Value {
+        if let Some(r) = &self.early {
+            return r.clone();
+        }
+        let samples = &self.samples;
+        let bad: Vec<i32> = samples.iter().map(|s| s.exit).filter(|&e| e != 0).collect();
+        let mut wall: Vec<f64> = samples.iter().map(|s| s.wall_ms).collect();
+        wall.sort_by(f64::total_cmp);
+        let mut rss: Vec<f64> = samples.iter().map(|s| s.rss_kb as f64).collect();
+        rss.sort_by(f64::total_cmp);
+        let round = |x: f64| (x * 100.0).round() / 100.0;
+        let mut r = json!({
+            "status": if bad.is_empty() { "ok" } else { "failed" },
+            "exit": bad.first().copied().unwrap_or(0),
+            "runs": samples.len(),
+            "p50_ms": round(percentile(&wall, 0.5)),
+            "p90_ms": round(percentile(&wall, 0.9)),
+            "min_ms": wall.first().map_or(Value::Null, |&x| json!(round(x))),
+            "max_ms": wall.last().map_or(Value::Null, |&x| json!(round(x))),
+            "peak_rss_kb": rss.last().copied().unwrap_or(0.0) as u64,
+            "p50_rss_kb": percentile(&rss, 0.5) as u64,
+            "wall_ms": samples.iter().map(|s| round(s.wall_ms)).collect::<Vec<_>>(),
+        });
+        if !self.guard.wrote.is_empty() {
+            r["wrote_into_input"] = json!(self.guard.wrote);
+        }
+        r
+    }
+}
+
+/// Measure the sides of one case: each warms up, then their measured runs alternate (ours,
+/// theirs, ours, ...), so that a change of the machine's speed during the case (a shared VM
+/// has slow and fast phases) weighs on both alike.
+fn measure(sides: &mut [Side<'_>], o: &Opts, tmp: &Path) -> crate::Result<()> {
+    for side in sides.iter_mut() {
+        side.warm_up(o, tmp)?;
+    }
     for _ in 0..o.runs {
-        samples.push(run_once(bin, args, tmp)?);
-        guard.sweep();
+        for side in sides.iter_mut() {
+            side.run(tmp)?;
+        }
     }
-    let bad: Vec<i32> = samples.iter().map(|s| s.exit).filter(|&e| e != 0).collect();
-    let mut wall: Vec<f64> = samples.iter().map(|s| s.wall_ms).collect();
-    wall.sort_by(f64::total_cmp);
-    let mut rss: Vec<f64> = samples.iter().map(|s| s.rss_kb as f64).collect();
-    rss.sort_by(f64::total_cmp);
-    let round = |x: f64| (x * 100.0).round() / 100.0;
-    Ok(json!({
-        "status": if bad.is_empty() { "ok" } else { "failed" },
-        "exit": bad.first().copied().unwrap_or(0),
-        "runs": samples.len(),
-        "p50_ms": round(percentile(&wall, 0.5)),
-        "p90_ms": round(percentile(&wall, 0.9)),
-        "min_ms": round(wall[0]),
-        "max_ms": round(wall[wall.len() - 1]),
-        "peak_rss_kb": rss.last().copied().unwrap_or(0.0) as u64,
-        "p50_rss_kb": percentile(&rss, 0.5) as u64,
-        "wall_ms": samples.iter().map(|s| round(s.wall_ms)).collect::<Vec<_>>(),
-    }))
+    Ok(())
 }
 
 fn fmt_ms(v: &Value) -> String {
@@ -683,33 +733,42 @@ pub fn run(args: &[String]) -> crate::Result {
             "argv": std::iter::once(c.tool).chain(c.args.iter().copied()).collect::<Vec<_>>(),
             "input_bytes": inputs.input_bytes(c.args),
         });
-        let ours = match inputs.resolve(c.args) {
-            Err(p) => json!({"status": format!("skipped: input missing ({p})")}),
+        let mut sides = Vec::new();
+        let ours_missing = match inputs.resolve(c.args) {
+            Err(p) => Some(json!({"status": format!("skipped: input missing ({p})")})),
             Ok(mut a) => {
                 a.insert(0, c.tool.to_string());
                 a.push("--no_cache".into());
-                let mut guard = InputGuard::new(inputs.dirs(c.args));
-                let mut r = measure(&xprof, &a, &o, &tmp, true, &mut guard)?;
-                if !guard.wrote.is_empty() {
-                    eprint!(" [xprof WROTE INTO ITS INPUT: {:?}]", guard.wrote);
-                    r["wrote_into_input"] = json!(guard.wrote);
-                }
-                r
+                let guard = InputGuard::new(inputs.dirs(c.args));
+                sides.push(Side::new(&xprof, a, true, guard));
+                None
             }
         };
-        let theirs = match (&comp, c.competitor) {
-            (Some(bin), Some(cargs)) => Some(match inputs.resolve(cargs) {
-                Err(p) => json!({"status": format!("skipped: input missing ({p})")}),
+        let theirs_missing = match (&comp, c.competitor) {
+            (Some(bin), Some(cargs)) => match inputs.resolve(cargs) {
+                Err(p) => Some(Some(
+                    json!({"status": format!("skipped: input missing ({p})")}),
+                )),
                 Ok(a) => {
-                    let mut guard = InputGuard::new(inputs.dirs(cargs));
-                    let mut r = measure(bin, &a, &o, &tmp, false, &mut guard)?;
-                    if !guard.wrote.is_empty() {
-                        r["wrote_into_input"] = json!(guard.wrote);
-                    }
-                    r
+                    let guard = InputGuard::new(inputs.dirs(cargs));
+                    sides.push(Side::new(bin, a, false, guard));
+                    None
                 }
-            }),
-            _ => None,
+            },
+            _ => Some(None),
+        };
+        measure(&mut sides, &o, &tmp)?;
+        let mut records = sides.iter().map(Side::record);
+        let ours = match ours_missing {
+            Some(r) => r,
+            None => records.next().unwrap_or_default(),
+        };
+        if let Some(wrote) = ours.get("wrote_into_input") {
+            eprint!(" [xprof WROTE INTO ITS INPUT: {wrote}]");
+        }
+        let theirs = match theirs_missing {
+            Some(r) => r,
+            None => records.next(),
         };
         if let Some(t) = &theirs {
             let ratio = |k: &str| match (ours[k].as_f64(), t[k].as_f64()) {
