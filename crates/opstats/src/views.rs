@@ -40,6 +40,7 @@ pub mod reasons {
     pub const PRECISION_NOT_GPU: &str = "XProf computes 16/32-bit compute time only from GPU kernels (this capture has none; XProf prints nothing)";
     pub const PRECISION_NO_STEPS: &str = "no GPU kernel with a correlation_id falls in a step (group_id), so there is no compute time to divide (XProf prints 0.0%)";
     pub const DEVICE_IDLE_TPU_ONLY: &str = "XProf computes device idle time only for TPU captures (its GPU overview has no such field); *_measured is the idle share of the GPU op time";
+    pub const NO_MEMORY_BREAKDOWN: &str = "XProf's op profile counts bytes only from an op's per-memory-space breakdown (memory_access_breakdown), which these ops lack (it prints 0); *_measured puts their bytes_accessed in HBM";
     pub const NO_HOST_OPS: &str =
         "XProf computes host idle time only for TPU captures (prints 0 elsewhere)";
 }
@@ -1399,31 +1400,74 @@ pub fn no_op_reason(s: &OpStats) -> String {
 /// One op_profile node's metrics (XProf `op_profile` field names).
 fn node_metrics(op: &OpMetrics, total_ps: u64, perf: Option<&PerfEnv>) -> Value {
     let t_ns = op.time_ps as f64 / 1000.0;
-    let hbm = op.hbm_bytes();
+    // XProf's flop rate is per DVFS-normalized time when there is one: for the root, whose
+    // time is reset to the profile's total, that is its ops' time (IDLE has none).
+    let flops_ns = if op.normalized_time_ps == 0 {
+        t_ns
+    } else {
+        op.normalized_time_ps as f64 / 1000.0
+    };
+    // XProf counts bytes here only from the per-memory-space breakdown.
+    let (hbm, breakdown) = if op.memory_accessed.is_empty() {
+        (op.bytes_accessed, false)
+    } else {
+        (op.hbm_bytes(), true)
+    };
     let (flops_util, bw_util) = match perf {
         Some(p) => (
-            safe_div(op.flops as f64, t_ns) / (p.peak_tflops * 1000.0).max(f64::MIN_POSITIVE),
+            safe_div(op.flops as f64, flops_ns) / (p.peak_tflops * 1000.0).max(f64::MIN_POSITIVE),
             safe_div(hbm as f64, t_ns) / p.peak_bws_gbps[0].max(f64::MIN_POSITIVE),
         ),
         None => (0.0, 0.0),
     };
     let frac = safe_div(op.time_ps as f64, total_ps as f64);
-    json!({
+    let bytes = json!([hbm, 0, 0]);
+    let bandwidth = json!([bw_util.min(1.0) * frac, 0.0, 0.0]);
+    let mut m = json!({
         "rawTime": op.time_ps,
         "selfTimePs": op.self_time_ps,
         "rawFlops": op.model_flops,
         "bf16Flops": op.flops,
-        "rawBytesAccessedArray": [hbm, 0, 0],
+        "rawBytesAccessedArray": bytes,
         "occurrences": op.occurrences,
         "avgTimePs": safe_div(op.time_ps as f64, op.occurrences as f64),
         "normalizedTimePs": op.normalized_time_ps,
         "timeFraction": frac,
         "flops": flops_util.min(1.0) * frac,
-        "bandwidthUtils": [bw_util.min(1.0) * frac, 0.0, 0.0],
-    })
+        "bandwidthUtils": bandwidth,
+    });
+    if !breakdown
+        && hbm > 0
+        && let Some(map) = m.as_object_mut()
+    {
+        null_with(
+            map,
+            "rawBytesAccessedArray",
+            reasons::NO_MEMORY_BREAKDOWN,
+            Some(bytes),
+        );
+        null_with(
+            map,
+            "bandwidthUtils",
+            reasons::NO_MEMORY_BREAKDOWN,
+            Some(bandwidth),
+        );
+    }
+    m
 }
 
+/// Totals of a group node (XProf combines the children's metrics, breakdown included).
 fn sum_into(dst: &mut OpMetrics, src: &OpMetrics) {
+    for m in &src.memory_accessed {
+        match dst
+            .memory_accessed
+            .iter_mut()
+            .find(|d| d.kind == m.kind && d.memory_space == m.memory_space)
+        {
+            Some(d) => d.bytes = d.bytes.saturating_add(m.bytes),
+            None => dst.memory_accessed.push(*m),
+        }
+    }
     dst.time_ps = dst.time_ps.saturating_add(src.time_ps);
     dst.self_time_ps = dst.self_time_ps.saturating_add(src.self_time_ps);
     dst.flops += src.flops;
@@ -1577,6 +1621,8 @@ pub fn op_profile(s: &OpStats, group_by: &str, with_idle: bool) -> Value {
         pnodes.sort_by_key(|x| std::cmp::Reverse(x.0));
         children.extend(pnodes.into_iter().map(|x| x.1));
     }
+    // XProf sorts every level by time, IDLE included.
+    children.sort_by_key(|c| std::cmp::Reverse(c["metrics"]["rawTime"].as_u64().unwrap_or(0)));
     let mut rm = root.clone();
     rm.time_ps = total;
     let mut node = json!({
