@@ -776,19 +776,29 @@ pub fn perf_env(plane: &Plane) -> PerfEnv {
     p
 }
 
-/// Category of an HLO instruction as XProf names it (fusions by kind).
+/// Category of an HLO instruction as XProf names it: XLA's `HloInstruction::ToCategory`, which
+/// XProf's HLO module map uses (fusions by kind; transposes, copies and reshapes are "data
+/// formatting"; elementwise ops "non-fusion elementwise"; the rest their opcode).
+/// `bitcast-convert` is elementwise in XLA only between types of one width, which the model
+/// does not record: it keeps its opcode.
 pub fn hlo_category(instr: &crate::model::HloInstr) -> String {
-    if instr.opcode == "fusion" {
-        return match instr.fusion_kind.as_str() {
+    let op = instr.opcode.as_str();
+    match op {
+        "fusion" => match instr.fusion_kind.as_str() {
             "kLoop" => "loop fusion",
             "kInput" => "input fusion",
             "kOutput" => "output fusion",
             "kCustom" => "custom fusion",
             _ => "fusion",
+        },
+        "transpose" | "copy" | "reshape" | "dynamic-reshape" => "data formatting",
+        "map" => "non-fusion elementwise",
+        o if o != "bitcast-convert" && xprof_hlo::query::ELEMENTWISE.contains(&o) => {
+            "non-fusion elementwise"
         }
-        .to_string();
+        o => o,
     }
-    instr.opcode.clone()
+    .to_string()
 }
 
 /// XProf `ClassifyGpuCompute` for a kernel that is device compute: `Some(true)` for 16-bit

@@ -461,6 +461,8 @@ fn the_hlo_cost_model_fills_gpu_kernels_and_wins_over_kernel_stats() {
             .find(|r| r["hlo_op_name"] == name)
             .unwrap_or_else(|| panic!("{name}"));
         assert_eq!(r["cost_model"], "hlo_cost_model", "{name}");
+        // XLA's category names (add.2 and convert.6 are "non-fusion elementwise").
+        assert_eq!(r["category"], w["category"], "{name}");
         for k in [
             "occurrences",
             "model_flop_rate",
