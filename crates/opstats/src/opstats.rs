@@ -359,6 +359,14 @@ pub fn combine(mut hosts: Vec<OpStats>) -> Option<OpStats> {
                         s.per_core
                             .insert((hi as i64 * 1_000_000).wrapping_add(*core), cs.clone());
                     }
+                    if let Some(db) = &t.op_db {
+                        let mut c = DbCombiner::new();
+                        if let Some(mine) = &s.op_db {
+                            c.combine(mine, true);
+                        }
+                        c.combine(db, true);
+                        s.op_db = Some(c.finish());
+                    }
                 }
             }
         };
@@ -367,6 +375,15 @@ pub fn combine(mut hosts: Vec<OpStats>) -> Option<OpStats> {
         if h.steps.source == StepsSource::None {
             steps.source = StepsSource::None;
         }
+    }
+    // The complete steps' ops, of the steps every host has (XProf's
+    // hlo_metrics_db_complete_steps_only of the combined hosts).
+    if hosts.len() > 1 && steps.complete_steps.iter().any(|s| s.op_db.is_some()) {
+        let mut c = DbCombiner::new();
+        for db in steps.complete_steps.iter().filter_map(|s| s.op_db.as_ref()) {
+            c.combine(db, true);
+        }
+        steps.steps_op_db = Some(c.finish());
     }
     out.steps = steps;
     Some(out)

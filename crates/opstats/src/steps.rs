@@ -136,6 +136,9 @@ pub struct Step {
     pub name: String,
     /// Core id (plane id; 0 for host-only) → that core's view of the step.
     pub per_core: BTreeMap<i64, CoreStep>,
+    /// TPU: the ops of the step on all its cores (XProf's per-step `hlo_metrics_db`, whose total
+    /// time is the step's duration summed over the cores). `None` elsewhere: XProf builds none.
+    pub op_db: Option<crate::metrics::OpMetricsDb>,
 }
 
 impl Step {
@@ -823,6 +826,7 @@ fn generic_step(
         step_num,
         name: name(),
         per_core,
+        op_db: None,
     })
 }
 
@@ -1177,7 +1181,9 @@ fn tpu_steps(
             step_num: id,
             name: per_core[0].1[&id].2.clone(),
             per_core: BTreeMap::new(),
+            op_db: None,
         };
+        let mut step_db = crate::metrics::DbCombiner::new();
         for (core, m, dbs) in &per_core {
             let (b, e, _) = m[&id];
             let dur = crate::nesting::span_len(b, e);
@@ -1189,6 +1195,7 @@ fn tpu_steps(
                     *v = v.saturating_add(op.self_time_ps);
                 }
                 all.combine(db, true);
+                step_db.combine(db, true);
             }
             let busy: u64 = cats.values().fold(0, |a, b| a.saturating_add(*b));
             cats.insert("IDLE".into(), dur.saturating_sub(busy));
@@ -1202,6 +1209,7 @@ fn tpu_steps(
                 },
             );
         }
+        step.op_db = Some(step_db.finish());
         steps.push(step);
     }
     if steps.is_empty() {

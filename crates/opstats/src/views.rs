@@ -553,14 +553,24 @@ pub fn roofline_model(s: &OpStats) -> (Map<String, Value>, Vec<Map<String, Value
         let total_ps = db
             .total_time_ps
             .saturating_sub(if include_io { 0 } else { io_time(db) });
-        for (step, avg) in [("Total", false), ("Average", true)] {
-            // `Total` reads the whole device database; `Average` the complete steps' (XProf's
-            // `hlo_metrics_db_complete_steps_only`), divided by the number of steps.
-            let src: Option<&OpMetricsDb> = if avg {
-                s.steps.steps_op_db.as_ref()
-            } else {
-                Some(db)
-            };
+        // `Total` reads the whole device database; `Average` the complete steps' (XProf's
+        // `hlo_metrics_db_complete_steps_only`, TPU only), divided by the number of steps; a
+        // step's record its own ops (TPU only too: on GPU XProf prints a Program row of zeros
+        // per step, having no per-step op database, which we leave out).
+        let mut sets: Vec<(String, bool, Option<&OpMetricsDb>)> =
+            vec![("Total".into(), false, Some(db))];
+        if hw == HardwareType::Tpu {
+            // Present on TPU even without steps (XProf then prints a row of zeros).
+            sets.push(("Average".into(), true, s.steps.steps_op_db.as_ref()));
+        }
+        for st in &s.steps.steps {
+            if let Some(d) = st.op_db.as_ref() {
+                sets.push((st.step_num.to_string(), false, Some(d)));
+            }
+        }
+        for (step, avg, src) in sets {
+            let per_step = step != "Total" && !avg;
+            let step = step.as_str();
             let src_total = src.map_or(0, |d| {
                 d.total_time_ps
                     .saturating_sub(if include_io { 0 } else { io_time(d) })
@@ -606,7 +616,7 @@ pub fn roofline_model(s: &OpStats) -> (Map<String, Value>, Vec<Map<String, Value
             rec.insert("total_self_time_percent".into(), json!(0.0));
             rec.insert("cumulative_total_self_time_percent".into(), json!(0.0));
             records.push(rec);
-            if avg {
+            if avg || per_step {
                 continue;
             }
             let mut cum = 0.0;

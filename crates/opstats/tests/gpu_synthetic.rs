@@ -541,3 +541,19 @@ fn precision_fields_are_placeholders_without_gpu_kernels_in_steps() {
         views::reasons::PRECISION_NO_STEPS
     );
 }
+
+#[test]
+fn gpu_roofline_has_no_average_record() {
+    // XProf's GPU roofline (same capture through its converters) has the Total records only,
+    // plus a Program row of zeros per step (no per-step op database on GPU; left out here,
+    // docs/PLACEHOLDERS.md). It has no Average record: complete steps carry no ops on GPU.
+    let s = build(&host_space(
+        "gpuhost",
+        &gpu_capture_with_host().build(),
+        Vec::new(),
+    ));
+    assert_eq!(s.steps.steps.len(), 2);
+    let (_, records) = views::roofline_model(&s);
+    assert!(!records.is_empty());
+    assert!(records.iter().all(|r| r["step"] == "Total"), "{records:?}");
+}

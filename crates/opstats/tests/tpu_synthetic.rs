@@ -210,3 +210,34 @@ fn steps_follow_the_host_roots_as_xprof() {
     let core = s.steps.steps[1].per_core.values().next().unwrap();
     assert_eq!(core.category_ps["IDLE"], 5_000_000);
 }
+
+#[test]
+fn roofline_has_xprofs_average_and_per_step_program_records() {
+    // XProf's rows (first record set): Average over the 2 complete steps, then one Program row
+    // per step from the step's ops on both cores (step time 2 × 10 and 2 × 12 µs).
+    let (_, records) = views::roofline_model(&stats());
+    let program = |step: &str| {
+        records
+            .iter()
+            .find(|r| r["step"] == step && r["include_infeed_outfeed"] == true)
+            .unwrap_or_else(|| panic!("no {step} record"))
+    };
+    for (step, time, rate) in [
+        ("Average", 22.0, 3059.339636363636),
+        ("2", 20.0, 3365.2736),
+        ("3", 24.0, 2804.3946666666666),
+    ] {
+        let r = program(step);
+        assert_eq!(r["operation"], "Program", "{step}");
+        let (t, f) = (
+            r["total_time"].as_f64().unwrap(),
+            r["measured_flop_rate"].as_f64().unwrap(),
+        );
+        assert!(
+            (t - time).abs() < 1e-9 && (f - rate).abs() < 1e-6 * rate,
+            "{step}: {t} {f}"
+        );
+    }
+    // Two record sets (with and without infeed/outfeed) of 4 Total, 1 Average, 2 step rows.
+    assert_eq!(records.len(), 14);
+}

@@ -30,8 +30,9 @@ impl Tool for GetRooflineModel {
          and records — a Program row (idle folded in) and one row per op — with measured FLOP \
          rate (GFLOP/s), HBM/VMEM/CMEM bandwidths (GiB/s), operational intensities, bound_by \
          (Compute / HBM / VMEM… / Unknown) and efficiencies. --step_filter picks `Total` \
-         (default), `Average` or empty for all; --include_infeed_outfeed false gives XProf's \
-         second record set. Read the `caveats` before acting on a utilization number."
+         (default), `Average` (TPU: the complete steps' Program row, per step), a step number \
+         (TPU: that step's Program row) or empty for all; --include_infeed_outfeed false gives \
+         XProf's second record set. Read the `caveats` before acting on a utilization number."
     }
     fn params(&self) -> Params {
         Params::new()
@@ -39,7 +40,7 @@ impl Tool for GetRooflineModel {
             .host()
             .string_default(
                 "step_filter",
-                "Record set: Total, Average, or empty for all.",
+                "Record set: Total, Average, a step number, or empty for all.",
                 "Total",
             )
             .boolean(
