@@ -187,7 +187,12 @@ impl OpMetrics {
             comb.combine(c, false);
             self.children = Some(Box::new(comb.finish()));
         }
-        for m in &src.memory_accessed {
+        self.add_memory_accessed(&src.memory_accessed);
+    }
+
+    /// Add a per-memory-space breakdown to this op's (XProf `CombineMemoryAccessedBreakdown`).
+    pub fn add_memory_accessed(&mut self, src: &[MemoryAccessed]) {
+        for m in src {
             match self
                 .memory_accessed
                 .iter_mut()

@@ -593,16 +593,7 @@ pub fn roofline_model(s: &OpStats) -> (Map<String, Value>, Vec<Map<String, Value
                     prog.model_flops = prog.model_flops.saturating_add(m.model_flops);
                     prog.bytes_accessed = prog.bytes_accessed.saturating_add(m.bytes_accessed);
                     prog.event_flops = prog.event_flops.saturating_add(m.event_flops);
-                    for b in &m.memory_accessed {
-                        match prog
-                            .memory_accessed
-                            .iter_mut()
-                            .find(|d| d.kind == b.kind && d.memory_space == b.memory_space)
-                        {
-                            Some(d) => d.bytes = d.bytes.saturating_add(b.bytes),
-                            None => prog.memory_accessed.push(*b),
-                        }
-                    }
+                    prog.add_memory_accessed(&m.memory_accessed);
                 }
                 prog.time_ps = src_total;
             }
@@ -1468,16 +1459,7 @@ fn node_metrics(op: &OpMetrics, total_ps: u64, perf: Option<&PerfEnv>) -> Value 
 
 /// Totals of a group node (XProf combines the children's metrics, breakdown included).
 fn sum_into(dst: &mut OpMetrics, src: &OpMetrics) {
-    for m in &src.memory_accessed {
-        match dst
-            .memory_accessed
-            .iter_mut()
-            .find(|d| d.kind == m.kind && d.memory_space == m.memory_space)
-        {
-            Some(d) => d.bytes = d.bytes.saturating_add(m.bytes),
-            None => dst.memory_accessed.push(*m),
-        }
-    }
+    dst.add_memory_accessed(&src.memory_accessed);
     dst.time_ps = dst.time_ps.saturating_add(src.time_ps);
     dst.self_time_ps = dst.self_time_ps.saturating_add(src.self_time_ps);
     dst.flops += src.flops;
