@@ -40,7 +40,7 @@ pub mod reasons {
     pub const PRECISION_NOT_GPU: &str = "XProf computes 16/32-bit compute time only from GPU kernels (this capture has none; XProf prints nothing)";
     pub const PRECISION_NO_STEPS: &str = "no GPU kernel with a correlation_id falls in a step (group_id), so there is no compute time to divide (XProf prints 0.0%)";
     pub const DEVICE_IDLE_TPU_ONLY: &str = "XProf computes device idle time only for TPU captures (its GPU overview has no such field); *_measured is the idle share of the GPU op time";
-    pub const NO_MEMORY_BREAKDOWN: &str = "XProf's op profile counts bytes only from an op's per-memory-space breakdown (memory_access_breakdown), which these ops lack (it prints 0); *_measured puts their bytes_accessed in HBM";
+    pub const NO_MEMORY_BREAKDOWN: &str = "XProf's TPU op profile counts bytes only from an op's per-memory-space breakdown (memory_access_breakdown), which these ops lack (it prints 0); *_measured puts their bytes_accessed in HBM";
     pub const NO_HOST_OPS: &str =
         "XProf computes host idle time only for TPU captures (prints 0 elsewhere)";
 }
@@ -1398,8 +1398,18 @@ pub fn no_op_reason(s: &OpStats) -> String {
     }
 }
 
+/// XProf's op-profile view of a device's ops: its peaks, and whether it counts an op's bytes
+/// only from a per-memory-space breakdown (TPU: the `memory_access_breakdown` stat; on GPU its
+/// cost model gives every op one, all HBM, as our `bytes_accessed`).
+#[derive(Clone, Copy)]
+struct NodeEnv<'a> {
+    perf: Option<&'a PerfEnv>,
+    breakdown_only: bool,
+}
+
 /// One op_profile node's metrics (XProf `op_profile` field names).
-fn node_metrics(op: &OpMetrics, total_ps: u64, perf: Option<&PerfEnv>) -> Value {
+fn node_metrics(op: &OpMetrics, total_ps: u64, env: NodeEnv<'_>) -> Value {
+    let perf = env.perf;
     let t_ns = op.time_ps as f64 / 1000.0;
     // XProf's flop rate is per DVFS-normalized time when there is one: for the root, whose
     // time is reset to the profile's total, that is its ops' time (IDLE has none).
@@ -1408,9 +1418,9 @@ fn node_metrics(op: &OpMetrics, total_ps: u64, perf: Option<&PerfEnv>) -> Value 
     } else {
         op.normalized_time_ps as f64 / 1000.0
     };
-    // XProf counts bytes here only from the per-memory-space breakdown.
-    let (hbm, breakdown) = if op.memory_accessed.is_empty() {
-        (op.bytes_accessed, false)
+    // Whether XProf counts these bytes too (on TPU only those of a breakdown).
+    let (hbm, xprof_counts_them) = if op.memory_accessed.is_empty() {
+        (op.bytes_accessed, !env.breakdown_only)
     } else {
         (op.hbm_bytes(), true)
     };
@@ -1437,7 +1447,7 @@ fn node_metrics(op: &OpMetrics, total_ps: u64, perf: Option<&PerfEnv>) -> Value 
         "flops": flops_util.min(1.0) * frac,
         "bandwidthUtils": bandwidth,
     });
-    if !breakdown
+    if !xprof_counts_them
         && hbm > 0
         && let Some(map) = m.as_object_mut()
     {
@@ -1475,7 +1485,10 @@ fn sum_into(dst: &mut OpMetrics, src: &OpMetrics) {
 /// op_profile: root → (program →) category → op, with IDLE as a root child when `with_idle`.
 /// `group_by` = "program" or "category".
 pub fn op_profile(s: &OpStats, group_by: &str, with_idle: bool) -> Value {
-    let perf = s.perf_env.as_ref();
+    let env = NodeEnv {
+        perf: s.perf_env.as_ref(),
+        breakdown_only: s.run_env.hardware_type == HardwareType::Tpu,
+    };
     let Some((db, host_executed)) = op_db(s) else {
         return json!({"name": "by_".to_string() + group_by, "children": [], "metrics": Value::Null});
     };
@@ -1491,7 +1504,7 @@ pub fn op_profile(s: &OpStats, group_by: &str, with_idle: bool) -> Value {
     let op_node = |op: &OpMetrics| {
         let mut m = json!({
             "name": op.name,
-            "metrics": node_metrics(op, total, perf),
+            "metrics": node_metrics(op, total, env),
             "xla": {
                 "expression": op.long_name,
                 "provenance": op.provenance,
@@ -1564,7 +1577,7 @@ pub fn op_profile(s: &OpStats, group_by: &str, with_idle: bool) -> Value {
                         let top = members[0];
                         json!({
                             "name": format!("{} and its duplicate(s)", top.name),
-                            "metrics": node_metrics(&gm, total, perf),
+                            "metrics": node_metrics(&gm, total, env),
                             "xla": {"expression": top.long_name, "category": top.category,
                                     "programId": top.program_id.to_string()},
                             "numChildren": members.len(),
@@ -1572,14 +1585,14 @@ pub fn op_profile(s: &OpStats, group_by: &str, with_idle: bool) -> Value {
                         })
                     })
                     .collect();
-                json!({"name": name, "metrics": node_metrics(&m, total, perf), "numChildren": children.len(), "children": children})
+                json!({"name": name, "metrics": node_metrics(&m, total, env), "numChildren": children.len(), "children": children})
             })
             .collect();
         (nodes, total_m)
     };
     let mut children = Vec::new();
     if with_idle && let Some(idle) = db.metrics.iter().find(|m| m.is_idle()) {
-        children.push(json!({"name": "IDLE", "metrics": node_metrics(idle, total, perf), "children": [], "numChildren": 0}));
+        children.push(json!({"name": "IDLE", "metrics": node_metrics(idle, total, env), "children": [], "numChildren": 0}));
     }
     let mut root = OpMetrics::default();
     if group_by == "category" {
@@ -1604,7 +1617,7 @@ pub fn op_profile(s: &OpStats, group_by: &str, with_idle: bool) -> Value {
                 json!({
                     "name": module_name(pid),
                     "programId": pid.to_string(),
-                    "metrics": node_metrics(&m, total, perf),
+                    "metrics": node_metrics(&m, total, env),
                     "numChildren": nodes.len(),
                     "children": nodes,
                 }),
@@ -1619,7 +1632,7 @@ pub fn op_profile(s: &OpStats, group_by: &str, with_idle: bool) -> Value {
     rm.time_ps = total;
     let mut node = json!({
         "name": format!("by_{group_by}"),
-        "metrics": node_metrics(&rm, total, perf),
+        "metrics": node_metrics(&rm, total, env),
         "numChildren": children.len(),
         "children": children,
     });

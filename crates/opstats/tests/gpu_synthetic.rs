@@ -557,3 +557,16 @@ fn gpu_roofline_has_no_average_record() {
     assert!(!records.is_empty());
     assert!(records.iter().all(|r| r["step"] == "Total"), "{records:?}");
 }
+
+#[test]
+fn gpu_op_profile_counts_the_cost_models_bytes_as_xprof() {
+    // XProf's GPU op profile (same capture): 81152 HBM bytes at the root, the cost model's
+    // bytes of every kernel (its cost analysis gives each op an all-HBM breakdown).
+    let root = views::op_profile(&stats(), "program", true);
+    assert_eq!(
+        root["metrics"]["rawBytesAccessedArray"],
+        serde_json::json!([81152u64, 0, 0])
+    );
+    let bw = root["metrics"]["bandwidthUtils"][0].as_f64().unwrap();
+    assert!((bw - 0.00283549965059399).abs() < 1e-9, "{bw}");
+}
