@@ -148,6 +148,11 @@ pub fn is_off_duty(category: &str) -> bool {
 }
 
 /// Categories whose ops contain other ops (XProf `MayHaveInnerOps`).
+/// XProf `IsInfeedOrOutfeed`: a category naming infeed or outfeed.
+pub fn is_infeed_outfeed(category: &str) -> bool {
+    category.contains("infeed") || category.contains("outfeed")
+}
+
 pub fn may_have_inner_ops(category: &str) -> bool {
     matches!(
         category,

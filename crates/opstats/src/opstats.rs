@@ -376,11 +376,11 @@ pub fn combine(mut hosts: Vec<OpStats>) -> Option<OpStats> {
             steps.source = StepsSource::None;
         }
     }
-    // The complete steps' ops, of the steps every host has (XProf's
-    // hlo_metrics_db_complete_steps_only of the combined hosts).
-    if hosts.len() > 1 && steps.complete_steps.iter().any(|s| s.op_db.is_some()) {
+    // The complete steps' ops of every host (XProf's hlo_metrics_db_complete_steps_only of the
+    // combined hosts; it counts only the steps every host has).
+    if hosts.len() > 1 && hosts.iter().any(|h| h.steps.steps_op_db.is_some()) {
         let mut c = DbCombiner::new();
-        for db in steps.complete_steps.iter().filter_map(|s| s.op_db.as_ref()) {
+        for db in hosts.iter().filter_map(|h| h.steps.steps_op_db.as_ref()) {
             c.combine(db, true);
         }
         steps.steps_op_db = Some(c.finish());

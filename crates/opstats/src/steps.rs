@@ -136,8 +136,9 @@ pub struct Step {
     pub name: String,
     /// Core id (plane id; 0 for host-only) → that core's view of the step.
     pub per_core: BTreeMap<i64, CoreStep>,
-    /// TPU: the ops of the step on all its cores (XProf's per-step `hlo_metrics_db`, whose total
-    /// time is the step's duration summed over the cores). `None` elsewhere: XProf builds none.
+    /// TPU: the ops of the step on all its cores, summed into what a step's roofline record
+    /// reads ([`program_totals`] of XProf's per-step `hlo_metrics_db`, whose total time is the
+    /// step's duration summed over the cores). `None` elsewhere: XProf builds none.
     pub op_db: Option<crate::metrics::OpMetricsDb>,
 }
 
@@ -1209,13 +1210,48 @@ fn tpu_steps(
                 },
             );
         }
-        step.op_db = Some(step_db.finish());
+        step.op_db = Some(program_totals(step_db.finish()));
         steps.push(step);
     }
     if steps.is_empty() {
         return None;
     }
     Some((StepsSource::StepsLine, steps, all.finish()))
+}
+
+/// A step's ops summed into two entries, compute and infeed/outfeed (ops that may hold inner
+/// ops and IDLE left out), with the database's times: all a step's roofline Program record
+/// reads (XProf `GenerateRooflineModelProgramRecord`), without keeping thousands of ops for
+/// each of thousands of steps.
+pub fn program_totals(db: crate::metrics::OpMetricsDb) -> crate::metrics::OpMetricsDb {
+    use crate::metrics::OpMetrics;
+    let entry = |name: &str, category: &str| OpMetrics {
+        name: name.into(),
+        category: category.into(),
+        ..Default::default()
+    };
+    let (mut compute, mut io) = (
+        entry("compute", "program"),
+        entry("infeed/outfeed", "infeed"),
+    );
+    for m in &db.metrics {
+        if m.is_idle() || crate::device::may_have_inner_ops(&m.category) {
+            continue;
+        }
+        let dst = if crate::device::is_infeed_outfeed(&m.category) {
+            &mut io
+        } else {
+            &mut compute
+        };
+        dst.combine_from(m, false);
+    }
+    crate::metrics::OpMetricsDb {
+        metrics: [compute, io]
+            .into_iter()
+            .filter(|m| m.occurrences > 0)
+            .collect(),
+        ..db
+    }
 }
 
 /// The step database of one host. `tpu` = TensorCore planes, `gpus` = GPU planes, `host` =
@@ -1283,6 +1319,40 @@ pub fn infer_module_steps(first_device: Option<&Plane>) -> Vec<(i64, u64, String
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn program_totals_keep_what_a_roofline_record_reads() {
+        use crate::metrics::{OpMetrics, OpMetricsDb};
+        let op = |name: &str, category: &str, time_ps: u64, flops: u64| OpMetrics {
+            name: name.into(),
+            category: category.into(),
+            occurrences: 1,
+            time_ps,
+            flops,
+            bytes_accessed: flops * 2,
+            ..Default::default()
+        };
+        let db = OpMetricsDb {
+            metrics: vec![
+                op("conv.1", "convolution", 5, 10),
+                op("fusion.2", "loop fusion", 2, 4),
+                op("infeed.3", "infeed", 3, 0),
+                op("while.4", "while", 9, 99),
+                op("IDLE", "IDLE", 7, 0),
+            ],
+            total_time_ps: 26,
+            ..Default::default()
+        };
+        let t = super::program_totals(db);
+        assert_eq!(t.total_time_ps, 26);
+        let got: Vec<(&str, u64, u64, u64)> = t
+            .metrics
+            .iter()
+            .map(|m| (m.category.as_str(), m.time_ps, m.flops, m.bytes_accessed))
+            .collect();
+        // The while loop's flops are its body's (counted already) and IDLE is no op.
+        assert_eq!(got, [("program", 7, 14, 28), ("infeed", 3, 0, 0)]);
+    }
     use super::*;
 
     #[test]

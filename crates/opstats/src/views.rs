@@ -533,6 +533,8 @@ pub fn hlo_stats_of(s: &OpStats, db: &OpMetricsDb) -> Vec<Map<String, Value>> {
     rows
 }
 
+use crate::device::is_infeed_outfeed;
+
 /// The roofline model: device envelope and records (`Total` + `Average`, with and without
 /// infeed/outfeed, as XProf emits them).
 pub fn roofline_model(s: &OpStats) -> (Map<String, Value>, Vec<Map<String, Value>>) {
@@ -635,10 +637,6 @@ pub fn roofline_model(s: &OpStats) -> (Map<String, Value>, Vec<Map<String, Value
         dev = st.clone();
     }
     (dev, records)
-}
-
-fn is_infeed_outfeed(cat: &str) -> bool {
-    cat.contains("infeed") || cat.contains("outfeed")
 }
 
 #[allow(clippy::too_many_arguments)]
