@@ -1126,11 +1126,7 @@ fn tpu_steps(
     host: Option<&Plane>,
     regroup: bool,
 ) -> Option<(StepsSource, Vec<Step>, crate::metrics::OpMetricsDb)> {
-    let contexts = if regroup {
-        host_contexts(host)
-    } else {
-        host_contexts(None)
-    };
+    let contexts = host_contexts(host.filter(|_| regroup));
     let raw: Vec<(&Plane, Vec<CoreStepEvent>)> = tpu
         .iter()
         .filter_map(|p| tpu_core_step_spans(p, &contexts, regroup).map(|v| (*p, v)))
@@ -1210,7 +1206,7 @@ fn tpu_steps(
                 },
             );
         }
-        step.op_db = Some(program_totals(step_db.finish()));
+        step.op_db = Some(program_totals(&step_db.finish()));
         steps.push(step);
     }
     if steps.is_empty() {
@@ -1219,11 +1215,12 @@ fn tpu_steps(
     Some((StepsSource::StepsLine, steps, all.finish()))
 }
 
-/// A step's ops summed into two entries, compute and infeed/outfeed (ops that may hold inner
-/// ops and IDLE left out), with the database's times: all a step's roofline Program record
-/// reads (XProf `GenerateRooflineModelProgramRecord`), without keeping thousands of ops for
-/// each of thousands of steps.
-pub fn program_totals(db: crate::metrics::OpMetricsDb) -> crate::metrics::OpMetricsDb {
+/// A database's ops summed into two entries, compute (category `program`) and infeed/outfeed
+/// (`infeed`), leaving out IDLE and the ops that may hold inner ops, with the database's total
+/// time: all a roofline Program record reads (XProf `GenerateRooflineModelProgramRecord`). A
+/// TPU step keeps only these, not thousands of ops for each of thousands of steps. Summing
+/// the result again gives it back.
+pub fn program_totals(db: &crate::metrics::OpMetricsDb) -> crate::metrics::OpMetricsDb {
     use crate::metrics::OpMetrics;
     let entry = |name: &str, category: &str| OpMetrics {
         name: name.into(),
@@ -1250,7 +1247,8 @@ pub fn program_totals(db: crate::metrics::OpMetricsDb) -> crate::metrics::OpMetr
             .into_iter()
             .filter(|m| m.occurrences > 0)
             .collect(),
-        ..db
+        total_time_ps: db.total_time_ps,
+        ..Default::default()
     }
 }
 
@@ -1319,6 +1317,7 @@ pub fn infer_module_steps(first_device: Option<&Plane>) -> Vec<(i64, u64, String
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn program_totals_keep_what_a_roofline_record_reads() {
@@ -1343,7 +1342,7 @@ mod tests {
             total_time_ps: 26,
             ..Default::default()
         };
-        let t = super::program_totals(db);
+        let t = program_totals(&db);
         assert_eq!(t.total_time_ps, 26);
         let got: Vec<(&str, u64, u64, u64)> = t
             .metrics
@@ -1352,8 +1351,8 @@ mod tests {
             .collect();
         // The while loop's flops are its body's (counted already) and IDLE is no op.
         assert_eq!(got, [("program", 7, 14, 28), ("infeed", 3, 0, 0)]);
+        assert_eq!(program_totals(&t), t);
     }
-    use super::*;
 
     #[test]
     fn a_long_line_scanned_in_chunks_reads_as_one_pass_over_it() {

@@ -5,13 +5,13 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::device::{PerfEnv, may_have_inner_ops};
+use crate::device::{PerfEnv, is_infeed_outfeed, may_have_inner_ops};
 use crate::format::{g6, one_digit, percent, two_digits};
 use crate::metrics::{
     AccessKind, DbCombiner, MEMORY_SPACE_CMEM, MEMORY_SPACE_VMEM, OpMetrics, OpMetricsDb, safe_div,
 };
 use crate::opstats::{HardwareType, OpStats};
-use crate::steps::{GENERIC_NAMES, StepsSource};
+use crate::steps::{GENERIC_NAMES, StepsSource, program_totals};
 use crate::tfop::parse_tf_op;
 
 const GIB_PER_GB: f64 = 1.073741824;
@@ -533,74 +533,60 @@ pub fn hlo_stats_of(s: &OpStats, db: &OpMetricsDb) -> Vec<Map<String, Value>> {
     rows
 }
 
-use crate::device::is_infeed_outfeed;
+/// A roofline Program record's metrics and time from [`program_totals`]: every op's counts,
+/// or all but infeed/outfeed's (their time left out too).
+fn program_metrics(totals: &OpMetricsDb, include_io: bool) -> OpMetrics {
+    let mut prog = OpMetrics {
+        name: "Program".into(),
+        category: "Program".into(),
+        occurrences: 1,
+        time_ps: totals.total_time_ps,
+        ..Default::default()
+    };
+    for m in &totals.metrics {
+        if !include_io && is_infeed_outfeed(&m.category) {
+            prog.time_ps = prog.time_ps.saturating_sub(m.time_ps);
+            continue;
+        }
+        prog.flops = prog.flops.saturating_add(m.flops);
+        prog.model_flops = prog.model_flops.saturating_add(m.model_flops);
+        prog.bytes_accessed = prog.bytes_accessed.saturating_add(m.bytes_accessed);
+        prog.event_flops = prog.event_flops.saturating_add(m.event_flops);
+        prog.add_memory_accessed(&m.memory_accessed);
+    }
+    prog
+}
 
-/// The roofline model: device envelope and records (`Total` + `Average`, with and without
-/// infeed/outfeed, as XProf emits them).
+/// The roofline model: device envelope and records (`Total` + `Average` + one per step, with
+/// and without infeed/outfeed, as XProf emits them).
 pub fn roofline_model(s: &OpStats) -> (Map<String, Value>, Vec<Map<String, Value>>) {
     let hw = s.run_env.hardware_type;
     let perf = s.perf_env.clone().unwrap_or_default();
     let mut records = Vec::new();
     let db = &s.device_db;
     let n_steps = s.steps.complete_steps.len() as f64;
-    // Time of the infeed/outfeed ops a record set leaves out.
-    let io_time = |db: &OpMetricsDb| -> u64 {
-        db.metrics
-            .iter()
-            .filter(|m| !may_have_inner_ops(&m.category) && is_infeed_outfeed(&m.category))
-            .map(|m| m.time_ps)
-            .fold(0, |a, b| a.saturating_add(b))
-    };
+    // `Total` reads the whole device database; `Average` the complete steps' (XProf's
+    // `hlo_metrics_db_complete_steps_only`, TPU only, present even without steps), divided by
+    // the number of steps; a step's record its own ops (TPU only too: on GPU XProf prints a
+    // Program row of zeros per step, having no per-step op database, which we leave out).
+    // (record, is Average, the Program totals of its ops)
+    let mut sets: Vec<(String, bool, OpMetricsDb)> =
+        vec![("Total".into(), false, program_totals(db))];
+    if hw == HardwareType::Tpu {
+        let avg = s.steps.steps_op_db.as_ref().map(program_totals);
+        sets.push(("Average".into(), true, avg.unwrap_or_default()));
+    }
+    for st in &s.steps.steps {
+        if let Some(d) = st.op_db.as_ref() {
+            sets.push((st.step_num.to_string(), false, d.clone()));
+        }
+    }
     for include_io in [true, false] {
-        let total_ps = db
-            .total_time_ps
-            .saturating_sub(if include_io { 0 } else { io_time(db) });
-        // `Total` reads the whole device database; `Average` the complete steps' (XProf's
-        // `hlo_metrics_db_complete_steps_only`, TPU only), divided by the number of steps; a
-        // step's record its own ops (TPU only too: on GPU XProf prints a Program row of zeros
-        // per step, having no per-step op database, which we leave out).
-        let mut sets: Vec<(String, bool, Option<&OpMetricsDb>)> =
-            vec![("Total".into(), false, Some(db))];
-        if hw == HardwareType::Tpu {
-            // Present on TPU even without steps (XProf then prints a row of zeros).
-            sets.push(("Average".into(), true, s.steps.steps_op_db.as_ref()));
-        }
-        for st in &s.steps.steps {
-            if let Some(d) = st.op_db.as_ref() {
-                sets.push((st.step_num.to_string(), false, Some(d)));
-            }
-        }
-        for (step, avg, src) in sets {
-            let per_step = step != "Total" && !avg;
-            let step = step.as_str();
-            let src_total = src.map_or(0, |d| {
-                d.total_time_ps
-                    .saturating_sub(if include_io { 0 } else { io_time(d) })
-            });
-            let mut prog = OpMetrics {
-                name: "Program".into(),
-                category: "Program".into(),
-                occurrences: 1,
-                ..Default::default()
-            };
-            if let Some(src) = src {
-                for m in &src.metrics {
-                    if m.is_idle() || may_have_inner_ops(&m.category) {
-                        continue;
-                    }
-                    if !include_io && is_infeed_outfeed(&m.category) {
-                        continue;
-                    }
-                    prog.flops = prog.flops.saturating_add(m.flops);
-                    prog.model_flops = prog.model_flops.saturating_add(m.model_flops);
-                    prog.bytes_accessed = prog.bytes_accessed.saturating_add(m.bytes_accessed);
-                    prog.event_flops = prog.event_flops.saturating_add(m.event_flops);
-                    prog.add_memory_accessed(&m.memory_accessed);
-                }
-                prog.time_ps = src_total;
-            }
-            let mut rec = roofline_record(s, &prog, step, 0, src_total, include_io, &perf, hw);
-            if avg {
+        for (step, avg, totals) in &sets {
+            let prog = program_metrics(totals, include_io);
+            let total_ps = prog.time_ps;
+            let mut rec = roofline_record(s, &prog, step, 0, total_ps, include_io, &perf, hw);
+            if *avg {
                 for k in ["total_time", "total_self_time", "total_time_per_core"] {
                     let v = rec[k].as_f64().unwrap_or(0.0);
                     rec.insert(k.into(), json!(safe_div(v, n_steps)));
@@ -609,9 +595,10 @@ pub fn roofline_model(s: &OpStats) -> (Map<String, Value>, Vec<Map<String, Value
             rec.insert("total_self_time_percent".into(), json!(0.0));
             rec.insert("cumulative_total_self_time_percent".into(), json!(0.0));
             records.push(rec);
-            if avg || per_step {
+            if step != "Total" {
                 continue;
             }
+            // Then every op of the whole database.
             let mut cum = 0.0;
             let total_us = ps_to_us(total_ps);
             let mut rank = 0;
