@@ -1588,7 +1588,6 @@ pub fn op_profile(s: &OpStats, group_by: &str, with_idle: bool) -> Value {
         let mut programs: Vec<u64> = ops.iter().map(|o| o.program_id).collect();
         programs.sort_unstable();
         programs.dedup();
-        let mut pnodes = Vec::new();
         for pid in programs {
             let pops: Vec<&OpMetrics> = ops
                 .iter()
@@ -1597,21 +1596,17 @@ pub fn op_profile(s: &OpStats, group_by: &str, with_idle: bool) -> Value {
                 .collect();
             let (nodes, m) = category_nodes(&pops);
             sum_into(&mut root, &m);
-            pnodes.push((
-                m.time_ps,
-                json!({
-                    "name": module_name(pid),
-                    "programId": pid.to_string(),
-                    "metrics": node_metrics(&m, total, env),
-                    "numChildren": nodes.len(),
-                    "children": nodes,
-                }),
-            ));
+            children.push(json!({
+                "name": module_name(pid),
+                "programId": pid.to_string(),
+                "metrics": node_metrics(&m, total, env),
+                "numChildren": nodes.len(),
+                "children": nodes,
+            }));
         }
-        pnodes.sort_by_key(|x| std::cmp::Reverse(x.0));
-        children.extend(pnodes.into_iter().map(|x| x.1));
     }
-    // XProf sorts every level by time, IDLE included.
+    // XProf sorts every level by time, IDLE and programs included (a stable sort: equal
+    // times keep IDLE first, then programs by id).
     children.sort_by_key(|c| std::cmp::Reverse(c["metrics"]["rawTime"].as_u64().unwrap_or(0)));
     let mut rm = root.clone();
     rm.time_ps = total;
