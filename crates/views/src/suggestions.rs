@@ -77,13 +77,17 @@ pub struct Signals {
     /// Ours: HBM bandwidth as % of peak.
     pub measured_hbm_percent: Option<f64>,
     pub input_percent: f64,
-    pub enqueue_percent_of_input: f64,
-    pub non_enqueue_percent_of_input: f64,
+    /// Shares of the input time; `None` when there is no input time to divide (XProf's rules
+    /// see 0).
+    pub enqueue_percent_of_input: Option<f64>,
+    pub non_enqueue_percent_of_input: Option<f64>,
     /// TPU: average TensorCore idle as % of step time; `None` off TPU (XProf cannot unpack a
     /// TPU breakdown there and skips the rule).
     pub tc_idle_percent: Option<f64>,
-    pub collective_percent: f64,
-    pub data_shuffle_percent: f64,
+    /// Average share of the step time; `None` when no step has a per-core breakdown (no
+    /// device cores: CPU-only captures, or no steps), where XProf's rules see 0.
+    pub collective_percent: Option<f64>,
+    pub data_shuffle_percent: Option<f64>,
     pub steps: usize,
     /// Event-time fractions of `barrier-cores` and `debug_print` events (None: not analysed).
     pub barrier_cores: Option<EventFractions>,
@@ -103,8 +107,9 @@ pub fn signals_with_events(s: &OpStats, ip: &InputPipeline, run: &crate::LoadedR
     sig
 }
 
-/// Average over steps of (Σ self time of matching categories / Σ core step time).
-fn step_fraction_percent(s: &OpStats, pred: impl Fn(&str) -> bool) -> f64 {
+/// Average over steps of (Σ self time of matching categories / Σ core step time); `None` when
+/// no step has core time to divide.
+fn step_fraction_percent(s: &OpStats, pred: impl Fn(&str) -> bool) -> Option<f64> {
     let mut fr = Vec::new();
     for step in &s.steps.steps {
         let total: u64 = step.per_core.values().map(|c| c.duration_ps).sum();
@@ -121,11 +126,7 @@ fn step_fraction_percent(s: &OpStats, pred: impl Fn(&str) -> bool) -> f64 {
         // XProf accumulates these as floats.
         fr.push((cat as f32 / total as f32) as f64);
     }
-    if fr.is_empty() {
-        0.0
-    } else {
-        100.0 * fr.iter().sum::<f64>() / fr.len() as f64
-    }
+    (!fr.is_empty()).then(|| 100.0 * fr.iter().sum::<f64>() / fr.len() as f64)
 }
 
 pub fn signals(s: &OpStats, ip: &InputPipeline) -> Signals {
@@ -165,16 +166,9 @@ pub fn signals(s: &OpStats, ip: &InputPipeline) -> Signals {
         measured_flops_percent: measured_flops,
         measured_hbm_percent: measured_hbm,
         input_percent: b.input_percent,
-        enqueue_percent_of_input: if total_input == 0.0 {
-            0.0
-        } else {
-            100.0 * b.enqueue_us / total_input
-        },
-        non_enqueue_percent_of_input: if total_input == 0.0 {
-            0.0
-        } else {
-            100.0 * b.non_enqueue_us / total_input
-        },
+        enqueue_percent_of_input: (total_input > 0.0).then(|| 100.0 * b.enqueue_us / total_input),
+        non_enqueue_percent_of_input: (total_input > 0.0)
+            .then(|| 100.0 * b.non_enqueue_us / total_input),
         tc_idle_percent: tpu.then(|| {
             if b.step_time_ms_avg == 0.0 {
                 0.0
@@ -209,29 +203,31 @@ pub fn smart_suggestions(sig: &Signals) -> Value {
             "Memory bound: HBM bandwidth utilization {}% with MXU utilization {}%. Fuse memory-bound ops, reuse data on chip, or shrink activations (lower precision, rematerialisation).",
             one_digit(hbm), one_digit(mxu)), json!({"mxu_utilization_percent": mxu, "hbm_utilization_percent": hbm})));
     }
+    // XProf's rules see 0 where we have no value.
+    let enqueue = sig.enqueue_percent_of_input.unwrap_or(0.0);
+    let non_enqueue = sig.non_enqueue_percent_of_input.unwrap_or(0.0);
+    let collective = sig.collective_percent.unwrap_or(0.0);
+    let data_shuffle = sig.data_shuffle_percent.unwrap_or(0.0);
     let input_bound = sig.input_percent > INFEED_PCT;
     let input_cites = json!({
         "input_percent_of_step_time": sig.input_percent,
-        "enqueue_percent_of_input": sig.enqueue_percent_of_input,
-        "non_enqueue_percent_of_input": sig.non_enqueue_percent_of_input,
+        "enqueue_percent_of_input": enqueue,
+        "non_enqueue_percent_of_input": non_enqueue,
     });
-    if input_bound
-        && sig.non_enqueue_percent_of_input.abs() < ZERO_EPS
-        && sig.enqueue_percent_of_input.abs() < ZERO_EPS
-    {
+    if input_bound && non_enqueue.abs() < ZERO_EPS && enqueue.abs() < ZERO_EPS {
         out.push(suggestion("InputBoundRule", "xprof", format!(
             "Input bound: {}% of the step time waits for input, and the host input pipeline could not be broken down (custom input framework?). Prefetch and parallelise input preparation, or overlap it with device steps.",
             one_digit(sig.input_percent)), input_cites.clone()));
     }
-    if input_bound && sig.enqueue_percent_of_input >= DATA_TRANSFER_BOUND {
+    if input_bound && enqueue >= DATA_TRANSFER_BOUND {
         out.push(suggestion("DataTransferBoundRule", "xprof", format!(
             "Data transfer bound: {}% of the step time is input, {}% of it enqueuing data to the device. Send fewer, larger transfers and overlap them with compute.",
-            one_digit(sig.input_percent), one_digit(sig.enqueue_percent_of_input)), input_cites.clone()));
+            one_digit(sig.input_percent), one_digit(enqueue)), input_cites.clone()));
     }
-    if input_bound && sig.non_enqueue_percent_of_input >= HOST_PROCESSING_BOUND {
+    if input_bound && non_enqueue >= HOST_PROCESSING_BOUND {
         out.push(suggestion("HostProcessingBoundRule", "xprof", format!(
             "Host processing bound: {}% of the step time is input, {}% of it reading and preprocessing on the host. Parallelise and prefetch the input pipeline, or preprocess offline.",
-            one_digit(sig.input_percent), one_digit(sig.non_enqueue_percent_of_input)), input_cites));
+            one_digit(sig.input_percent), one_digit(non_enqueue)), input_cites));
     }
     if let Some(idle) = sig.tc_idle_percent
         && mxu < MXU_LOW
@@ -242,15 +238,15 @@ pub fn smart_suggestions(sig: &Signals) -> Value {
             "TensorCore idle: the TensorCore is idle {}% of the step time (not waiting for input). Reduce host overhead between steps: run several steps per call, avoid host synchronisation, dispatch asynchronously.",
             one_digit(idle)), json!({"tensor_core_idle_percent": idle, "mxu_utilization_percent": mxu, "hbm_utilization_percent": hbm})));
     }
-    if sig.collective_percent >= COLLECTIVE_BOUND {
+    if collective >= COLLECTIVE_BOUND {
         out.push(suggestion("CollectiveBoundRule", "xprof", format!(
             "Collective bound: collectives take {}% of the step time on average. Overlap them with compute (async collectives), reduce their size, or change the sharding.",
-            one_digit(sig.collective_percent)), json!({"avg_collective_percent_of_step": sig.collective_percent})));
+            one_digit(collective)), json!({"avg_collective_percent_of_step": collective})));
     }
-    if sig.data_shuffle_percent >= DATA_SHUFFLE_BOUND {
+    if data_shuffle >= DATA_SHUFFLE_BOUND {
         out.push(suggestion("DataShuffleBoundRule", "xprof", format!(
             "Data shuffle bound: data movement ops (gather, scatter, slice, concatenate, pad, ...) take {}% of the step time on average. Fuse or eliminate them, or change layouts.",
-            one_digit(sig.data_shuffle_percent)), json!({"avg_data_shuffle_percent_of_step": sig.data_shuffle_percent})));
+            one_digit(data_shuffle)), json!({"avg_data_shuffle_percent_of_step": data_shuffle})));
     }
     if let Some(p) = sig
         .barrier_cores
@@ -347,14 +343,20 @@ fn signals_json(sig: &Signals) -> Value {
         "input_percent_of_step_time".into(),
         json!(sig.input_percent),
     );
-    m.insert(
-        "enqueue_percent_of_input".into(),
-        json!(sig.enqueue_percent_of_input),
-    );
-    m.insert(
-        "non_enqueue_percent_of_input".into(),
-        json!(sig.non_enqueue_percent_of_input),
-    );
+    for (key, value, reason) in [
+        (
+            "enqueue_percent_of_input",
+            sig.enqueue_percent_of_input,
+            NO_INPUT_TIME,
+        ),
+        (
+            "non_enqueue_percent_of_input",
+            sig.non_enqueue_percent_of_input,
+            NO_INPUT_TIME,
+        ),
+    ] {
+        insert_or_reason(&mut m, key, value, reason);
+    }
     match sig.tc_idle_percent {
         Some(v) => {
             m.insert("tensor_core_idle_percent".into(), json!(v));
@@ -367,14 +369,12 @@ fn signals_json(sig: &Signals) -> Value {
             );
         }
     }
-    m.insert(
-        "avg_collective_percent_of_step".into(),
-        json!(sig.collective_percent),
-    );
-    m.insert(
-        "avg_data_shuffle_percent_of_step".into(),
-        json!(sig.data_shuffle_percent),
-    );
+    for (key, value) in [
+        ("avg_collective_percent_of_step", sig.collective_percent),
+        ("avg_data_shuffle_percent_of_step", sig.data_shuffle_percent),
+    ] {
+        insert_or_reason(&mut m, key, value, NO_CORE_STEP_TIME);
+    }
     for (k, f) in [
         ("barrier_cores", &sig.barrier_cores),
         ("debug_print", &sig.debug_print),
@@ -385,6 +385,19 @@ fn signals_json(sig: &Signals) -> Value {
         }
     }
     Value::Object(m)
+}
+
+const NO_INPUT_TIME: &str =
+    "the steps spend no time on input, so there is no input time to divide (XProf's rules see 0)";
+const NO_CORE_STEP_TIME: &str = "no step has a per-core breakdown (no device cores in the steps: \
+     a CPU-only capture, or no steps), so there is no step time to divide (XProf's rules see 0)";
+
+/// `key: value`, or `key: null` with `key_reason` when there is no value.
+fn insert_or_reason(m: &mut Map<String, Value>, key: &str, value: Option<f64>, reason: &str) {
+    m.insert(key.into(), json!(value));
+    if value.is_none() {
+        m.insert(format!("{key}_reason"), json!(reason));
+    }
 }
 
 /// Host-boundness verdict in the shape of XProf's CLI `check_host_boundness`: host bound when

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use prost::Message;
-use serde_json::json;
+use serde_json::{Value, json};
 use xprof_testkit::xprof_proto::xla;
 use xprof_testkit::{Ref, XSpaceBuilder};
 use xprof_views::counter_ids::*;
@@ -826,10 +826,11 @@ fn suggestions_fire_on_their_signals_and_cite_them() {
     let mut sig = Signals {
         hardware_type: "TPU".into(),
         input_percent: 25.0,
-        enqueue_percent_of_input: 40.0,
-        non_enqueue_percent_of_input: 60.0,
+        enqueue_percent_of_input: Some(40.0),
+        non_enqueue_percent_of_input: Some(60.0),
         tc_idle_percent: Some(12.0),
-        collective_percent: 35.0,
+        collective_percent: Some(35.0),
+        data_shuffle_percent: Some(5.0),
         measured_flops_percent: Some(80.0),
         measured_hbm_percent: Some(20.0),
         ..Default::default()
@@ -854,9 +855,40 @@ fn suggestions_fire_on_their_signals_and_cite_them() {
     let dt = &v["suggestions"][0];
     assert_eq!(dt["signals"]["enqueue_percent_of_input"], json!(40.0));
     assert!(dt["suggestionText"].as_str().unwrap().contains("40.0%"));
+    // Measured shares are printed as they are.
+    let shown = &v["signals"];
+    assert_eq!(shown["avg_collective_percent_of_step"], json!(35.0));
+    assert_eq!(shown["avg_data_shuffle_percent_of_step"], json!(5.0));
+    assert_eq!(shown["non_enqueue_percent_of_input"], json!(60.0));
+    assert!(shown.get("avg_collective_percent_of_step_reason").is_none());
     // Below every threshold: nothing fires, but the list is there.
     sig = Signals::default();
     assert_eq!(smart_suggestions(&sig)["suggestions"], json!([]));
+}
+
+/// A capture whose steps have no per-core breakdown (CPU-only) and no input time: XProf's
+/// rules see 0 for the collective, data-shuffle and input shares, which it could not measure;
+/// we print null with the reason instead of a 0 % that reads as a finding.
+#[test]
+fn unmeasured_step_shares_are_null_with_a_reason_not_zero() {
+    use xprof_views::suggestions::*;
+    let sig = Signals {
+        hardware_type: "CPU_ONLY".into(),
+        ..Default::default()
+    };
+    let v = smart_suggestions(&sig);
+    let shown = &v["signals"];
+    for key in [
+        "avg_collective_percent_of_step",
+        "avg_data_shuffle_percent_of_step",
+        "enqueue_percent_of_input",
+        "non_enqueue_percent_of_input",
+    ] {
+        assert_eq!(shown[key], Value::Null, "{key}");
+        let reason = shown[format!("{key}_reason")].as_str().unwrap_or_default();
+        assert!(reason.contains("XProf's rules see 0"), "{key}: {reason}");
+    }
+    assert_eq!(v["suggestions"], json!([]));
 }
 
 #[test]

@@ -61,6 +61,21 @@ fn entry(row: &Map<String, Value>, names: &std::collections::BTreeMap<u64, Strin
     Value::Object(m)
 }
 
+/// Why a `top_by_*` list is empty although the capture has ops.
+fn unranked_reason(host_executed: bool, what: &str) -> String {
+    if host_executed {
+        format!(
+            "no op has {what}: XLA ops executed on host CPU threads carry no FLOP/byte counts in \
+             the trace (XProf shows no op view for CPU captures); see top_by_time"
+        )
+    } else {
+        format!(
+            "no op has {what} (neither XProf's cost model nor the trace's own stats give any); \
+             see top_by_time"
+        )
+    }
+}
+
 impl Tool for GetTopHloOps {
     fn name(&self) -> &'static str {
         "get_top_hlo_ops"
@@ -73,8 +88,10 @@ impl Tool for GetTopHloOps {
          entry with its real HLO name, module, category, expression, occurrences, self/total time \
          (ms and exact ps), FLOPs, bytes, bandwidth, intensity and bound_by. Custom calls, whose \
          FLOPs XProf's cost model does not see, have `flops: null` with `flops_reason` and the \
-         trace's own count as `flops_measured` (ranked by it in top_by_flops). On CPU-only \
-         captures the ops are the ones the CPU backend ran on host threads."
+         trace's own count as `flops_measured` (ranked by it in top_by_flops). Only ops with \
+         FLOPs (bytes) are ranked in top_by_flops (top_by_bytes_accessed); a list that ranks \
+         nothing is empty with `<list>_reason`. On CPU-only captures the ops are the ones the \
+         CPU backend ran on host threads, which carry no FLOP/byte counts."
     }
     fn params(&self) -> Params {
         Params::new()
@@ -118,8 +135,10 @@ impl Tool for GetTopHloOps {
                 .unwrap_or(0.0)
         };
         let bytes_of = |r: &Map<String, Value>| r["bytes_accessed"].as_f64().unwrap_or(0.0);
+        // Only ops with a positive value are ranked: a list of zero-FLOP ops sorted by nothing
+        // would read as a ranking.
         let top = |key: &dyn Fn(&Map<String, Value>) -> f64| -> Vec<Value> {
-            let mut v: Vec<&Map<String, Value>> = rows.iter().collect();
+            let mut v: Vec<&Map<String, Value>> = rows.iter().filter(|r| key(r) > 0.0).collect();
             v.sort_by(|a, b| key(b).total_cmp(&key(a)));
             v.into_iter()
                 .take(limit)
@@ -142,10 +161,100 @@ impl Tool for GetTopHloOps {
         );
         body.insert("host_executed".into(), json!(host_executed));
         body.insert("top_by_time".into(), Value::Array(by_time));
-        body.insert("top_by_flops".into(), Value::Array(top(&flops_of)));
-        body.insert("top_by_bytes_accessed".into(), Value::Array(top(&bytes_of)));
+        for (key, list, what) in [
+            ("top_by_flops", top(&flops_of), "FLOPs"),
+            ("top_by_bytes_accessed", top(&bytes_of), "bytes accessed"),
+        ] {
+            if list.is_empty() && !rows.is_empty() {
+                body.insert(
+                    format!("{key}_reason"),
+                    json!(unranked_reason(host_executed, what)),
+                );
+            }
+            body.insert(key.into(), Value::Array(list));
+        }
         body.insert("total_records".into(), json!(rows.len()));
         body.insert("device_total_time_ps".into(), json!(db.total_time_ps));
         Ok(with_capture(&s, &used, &warnings, body).into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+    use xprof_plugin_api::sdk::{invoke_json, testing};
+
+    fn top(path: String, run: Option<&str>) -> Value {
+        let mut args = json!({"path": path, "limit": 50});
+        if let Some(r) = run {
+            args["run"] = json!(r);
+        }
+        invoke_json(
+            env!("CARGO_CRATE_NAME"),
+            "get_top_hlo_ops",
+            &args.to_string(),
+            "{}",
+        )
+        .map(|env| env["result"].clone())
+        .unwrap()
+    }
+
+    /// Regression: on a CPU capture no op has FLOPs or bytes, and top_by_flops listed the ops
+    /// in time order as if ranked by FLOPs.
+    #[test]
+    fn lists_of_ops_without_flops_are_empty_with_a_reason_not_ranked_by_nothing() {
+        let logdir =
+            testing::workspace_root(env!("CARGO_MANIFEST_DIR")).join("fixtures/jax-cpu/logdir");
+        let r = top(logdir.display().to_string(), Some("mlp_steps"));
+        assert_eq!(r["host_executed"], json!(true));
+        assert!(!r["top_by_time"].as_array().unwrap().is_empty());
+        for key in ["top_by_flops", "top_by_bytes_accessed"] {
+            assert_eq!(r[key], json!([]), "{key}");
+            let reason = r[format!("{key}_reason")].as_str().unwrap_or_default();
+            assert!(reason.contains("host CPU threads"), "{key}: {reason}");
+        }
+    }
+
+    /// On a TPU capture every op in top_by_flops has FLOPs (its own or the trace's), in
+    /// descending order; a list left empty says why.
+    #[test]
+    fn ranked_lists_hold_only_ops_with_a_value_in_descending_order() {
+        let Some(corpus) = testing::corpus(env!("CARGO_MANIFEST_DIR")) else {
+            return;
+        };
+        let r = top(
+            corpus
+                .join("fixtures/seed-v6e/logdir")
+                .display()
+                .to_string(),
+            None,
+        );
+        let flops: Vec<f64> = r["top_by_flops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                e["flops"]
+                    .as_f64()
+                    .or(e["flops_measured"].as_f64())
+                    .unwrap()
+            })
+            .collect();
+        assert!(!flops.is_empty());
+        assert!(flops.iter().all(|f| *f > 0.0), "{flops:?}");
+        assert!(flops.windows(2).all(|w| w[0] >= w[1]), "{flops:?}");
+        let bytes: Vec<f64> = r["top_by_bytes_accessed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["bytes_accessed"].as_f64().unwrap())
+            .collect();
+        assert!(bytes.iter().all(|b| *b > 0.0), "{bytes:?}");
+        assert!(r.get("top_by_flops_reason").is_none());
+        // The capture's one op is a Pallas kernel: FLOPs from the trace, no bytes anywhere.
+        if bytes.is_empty() {
+            let reason = r["top_by_bytes_accessed_reason"].as_str().unwrap();
+            assert!(reason.contains("cost model"), "{reason}");
+        }
     }
 }
