@@ -60,6 +60,8 @@ pub struct Bottleneck {
     pub output_percent: f64,
     pub idle_percent: f64,
     pub compute_percent: f64,
+    /// Non-TPU: host compute as % of the step time (XProf counts it in `idle_percent`).
+    pub host_compute_percent: f64,
     pub all_other_percent: f64,
     pub kernel_launch_percent: f64,
     pub device_collectives_percent: f64,
@@ -391,6 +393,7 @@ fn generic_table(s: &OpStats, steps: &[GenericStep], times: &InputTimes) -> (Tab
         b.input_percent = pct(5);
         b.output_percent = pct(6);
         b.compute_percent = pct(0);
+        b.host_compute_percent = pct(3);
         b.device_collectives_percent = pct(2);
         b.idle_percent = (100.0
             - b.input_percent

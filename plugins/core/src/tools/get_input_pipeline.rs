@@ -3,6 +3,7 @@ use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, regis
 
 use super::get_pod_viewer::{STEP_FLAGS, load_run, no_data_with};
 use crate::common::{session, with_capture};
+use xprof_opstats::opstats::HardwareType;
 
 pub struct GetInputPipeline;
 register_tool!(GetInputPipeline);
@@ -14,6 +15,33 @@ const TABLE_NAMES: [&str; 5] = [
     "recommendations",
     "diagnostics",
 ];
+
+/// XProf's shares of a non-TPU step are device shares: compute is device compute, and idle is
+/// everything else but input and output, host compute included. A CPU-only capture has no
+/// device, so XProf prints 0 % compute and ~100 % idle for a step spent computing on the
+/// host. Those become null with the reason, and the host's share is printed on its own.
+fn cpu_only_shares(bottleneck: &mut serde_json::Value, host_compute_percent: f64) {
+    for (key, reason) in [
+        (
+            "compute_percent",
+            "CPU-only capture: XProf's compute share is device compute, and there is no device \
+             (it prints 0 %); see host_compute_percent",
+        ),
+        (
+            "idle_percent",
+            "CPU-only capture: XProf's idle share is the device's, which counts host compute as \
+             idle (it prints ~100 %); see host_compute_percent",
+        ),
+        (
+            "device_collectives_percent",
+            "CPU-only capture: there is no device to run collectives (XProf prints 0 %)",
+        ),
+    ] {
+        bottleneck[key] = serde_json::Value::Null;
+        bottleneck[format!("{key}_reason")] = json!(reason);
+    }
+    bottleneck["host_compute_percent"] = json!(host_compute_percent);
+}
 
 impl Tool for GetInputPipeline {
     fn name(&self) -> &'static str {
@@ -44,7 +72,7 @@ impl Tool for GetInputPipeline {
         )
     }
     fn output(&self) -> &'static str {
-        "{capture, run, hardware_type, bottleneck: {steps, input_percent, output_percent, idle_percent, compute_percent, input_classification, input_statement, tc_idle_statement?, step_time_ms_avg}, tables: {max_infeed_core, step_time, host_input_ops, recommendations, diagnostics}}"
+        "{capture, run, hardware_type, bottleneck: {steps, input_percent, output_percent, idle_percent, compute_percent, host_compute_percent? (CPU-only), input_classification, input_statement, tc_idle_statement?, step_time_ms_avg}, tables: {max_infeed_core, step_time, host_input_ops, recommendations, diagnostics}}"
     }
     fn examples(&self) -> Vec<Example> {
         vec![
@@ -90,6 +118,9 @@ impl Tool for GetInputPipeline {
         });
         if !b.tc_idle_statement.is_empty() {
             bottleneck["tc_idle_statement"] = json!(b.tc_idle_statement);
+        }
+        if ip.hardware_type == HardwareType::CpuOnly && b.steps > 0 {
+            cpu_only_shares(&mut bottleneck, b.host_compute_percent);
         }
         body.insert("bottleneck".into(), bottleneck);
         let tables: Map<String, serde_json::Value> = TABLE_NAMES

@@ -381,6 +381,19 @@ mod views_tool_tests {
             r["tables"]["step_time"]["total_records"],
             r["bottleneck"]["steps"]
         );
+        // CPU-only: no device, so XProf's device compute / idle shares are placeholders; the
+        // host's share of the step is measured, and most of a training step here.
+        let b = &r["bottleneck"];
+        for key in [
+            "compute_percent",
+            "idle_percent",
+            "device_collectives_percent",
+        ] {
+            assert!(b[key].is_null(), "{key}: {b}");
+            assert!(b[format!("{key}_reason")].as_str().is_some(), "{key}");
+        }
+        let host = b["host_compute_percent"].as_f64().unwrap();
+        assert!(host > 50.0 && host <= 100.0, "{host}");
         let r = call(
             "check_host_boundness",
             json!({"path": fixtures(), "run": "mlp_steps"}),
