@@ -23,6 +23,10 @@
 //! the byte ranges the names' entries give. A call parses the small header, picks its name's
 //! entry out of the names without building the others, and parses the one descriptor.
 //!
+//! Writing an index removes the least recently written index files beyond the sixteen most
+//! recent (one exists per plugin search path: build directories, worktrees, temporary plugin
+//! directories).
+//!
 //! The index is independent of the result cache: `--no_cache` and a TTL of 0 turn off result
 //! caching, not the index. Failing to read or write it is silent (it is only an optimisation).
 //! Because the recorded files passed abi_stable's layout check against this very executable
@@ -369,5 +373,39 @@ fn try_store(reg: &Registry, disc: &Discovery) -> Option<()> {
     let mut tmp = tempfile::NamedTempFile::new_in(dir).ok()?;
     std::io::Write::write_all(&mut tmp, text.as_bytes()).ok()?;
     tmp.persist(&path).ok()?;
+    prune(dir, &path);
     Some(())
+}
+
+/// Index files kept per user. Each plugin search path (a build directory, a worktree, a test's
+/// temporary plugin directory) gets its own file of ~100 KB, and nothing else removes them.
+const MAX_INDEXES: usize = 16;
+
+/// Removes the least recently written index files beyond [`MAX_INDEXES`], never `keep` (the
+/// one just written) and nothing whose name is not an index's. A removed index that was still
+/// in use is rebuilt by its next call's full load.
+fn prune(dir: &Path, keep: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut indexes: Vec<(SystemTime, PathBuf)> = entries
+        .flatten()
+        .filter(|e| is_index_name(&e.file_name().to_string_lossy()))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .filter(|(_, p)| p != keep)
+        .collect();
+    let excess = (indexes.len() + 1).saturating_sub(MAX_INDEXES);
+    if excess == 0 {
+        return;
+    }
+    indexes.sort();
+    for (_, p) in indexes.into_iter().take(excess) {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+/// `<32 hex digits>.json`, as [`index_path`] names them.
+fn is_index_name(name: &str) -> bool {
+    name.strip_suffix(".json")
+        .is_some_and(|stem| stem.len() == 32 && stem.bytes().all(|b| b.is_ascii_hexdigit()))
 }

@@ -439,3 +439,45 @@ fn listings_and_host_commands_load_every_plugin() {
         "{text}"
     );
 }
+
+/// Regression: every plugin search path (each build directory, worktree or temporary plugin
+/// directory) left its own ~100 KB index file in the user's cache, and nothing removed them.
+#[test]
+fn writing_an_index_keeps_the_sixteen_most_recent_and_touches_nothing_else() {
+    let env = Env::new();
+    let registry = env.cache.join("registry");
+    fs::create_dir_all(&registry).unwrap();
+    let day = std::time::Duration::from_secs(86_400);
+    let now = std::time::SystemTime::now();
+    // Twenty stale indexes of other search paths, written 1 to 20 days ago.
+    let stale: Vec<PathBuf> = (1..=20u32)
+        .map(|age| {
+            let p = registry.join(format!("{age:032x}.json"));
+            fs::write(&p, "{}\n{}\n").unwrap();
+            let f = fs::File::options().write(true).open(&p).unwrap();
+            f.set_modified(now - day * age).unwrap();
+            p
+        })
+        .collect();
+    let other = registry.join("notes.json");
+    fs::write(&other, "not an index").unwrap();
+
+    env.until_indexed(&["get_hosts", "--help"], &[]);
+
+    let left: Vec<bool> = stale.iter().map(|p| p.exists()).collect();
+    // The new index and the fifteen most recent stale ones.
+    assert_eq!(left.iter().filter(|k| **k).count(), 15, "{left:?}");
+    assert!(
+        left[..15].iter().all(|k| *k),
+        "the most recent are kept: {left:?}"
+    );
+    assert!(other.exists(), "a file not named as an index is left alone");
+    let indexes = fs::read_dir(&registry)
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            name.to_string_lossy().len() == 37 && name != "notes.json"
+        })
+        .count();
+    assert_eq!(indexes, 16);
+}
