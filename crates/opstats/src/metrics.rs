@@ -115,6 +115,23 @@ pub struct OpMetrics {
 pub const IDLE: &str = "IDLE";
 
 impl OpMetrics {
+    /// Turns per-occurrence FLOPs and bytes into totals over the op's occurrences (XProf
+    /// `AdjustFlopsAndBytesAccessed`); model FLOPs default to the FLOPs. Saturating: a
+    /// corrupt capture's counts must not wrap.
+    pub fn total_per_occurrence_costs(&mut self) {
+        let n = self.occurrences;
+        self.flops = self.flops.saturating_mul(n);
+        self.model_flops = if self.model_flops > 0 {
+            self.model_flops.saturating_mul(n)
+        } else {
+            self.flops
+        };
+        self.bytes_accessed = self.bytes_accessed.saturating_mul(n);
+        for m in &mut self.memory_accessed {
+            m.bytes = m.bytes.saturating_mul(n);
+        }
+    }
+
     pub fn is_idle(&self) -> bool {
         self.category == IDLE
     }
@@ -381,17 +398,7 @@ impl KeyedDbBuilder {
     pub fn finish(self, total_time_ps: u64) -> OpMetricsDb {
         let mut db = OpMetricsDb::default();
         for mut op in self.ops {
-            let n = op.occurrences;
-            op.flops = op.flops.saturating_mul(n);
-            op.model_flops = if op.model_flops > 0 {
-                op.model_flops * n
-            } else {
-                op.flops
-            };
-            op.bytes_accessed = op.bytes_accessed.saturating_mul(n);
-            for m in &mut op.memory_accessed {
-                m.bytes = m.bytes.saturating_mul(n);
-            }
+            op.total_per_occurrence_costs();
             db.total_op_time_ps = db.total_op_time_ps.saturating_add(op.self_time_ps);
             db.normalized_total_op_time_ps += (op.self_time_ps as f64
                 * safe_div(op.normalized_time_ps as f64, op.time_ps as f64))
@@ -464,17 +471,7 @@ impl NamedDbBuilder {
     pub fn finish(self, total_time_ps: u64, add_idle: bool) -> OpMetricsDb {
         let mut db = OpMetricsDb::default();
         for mut op in self.ops {
-            let n = op.occurrences;
-            op.flops = op.flops.saturating_mul(n);
-            op.model_flops = if op.model_flops > 0 {
-                op.model_flops * n
-            } else {
-                op.flops
-            };
-            op.bytes_accessed = op.bytes_accessed.saturating_mul(n);
-            for m in &mut op.memory_accessed {
-                m.bytes = m.bytes.saturating_mul(n);
-            }
+            op.total_per_occurrence_costs();
             if op.min_time_ps == u64::MAX {
                 op.min_time_ps = 0;
             }
@@ -495,6 +492,31 @@ impl NamedDbBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression: model FLOPs were multiplied by the occurrences unchecked, so a corrupt
+    /// capture's per-occurrence count could overflow (a panic in debug builds, a wrapped total
+    /// in release ones).
+    #[test]
+    fn per_occurrence_costs_saturate_instead_of_overflowing() {
+        let mut op = OpMetrics {
+            occurrences: 3,
+            flops: 10,
+            model_flops: u64::MAX / 2,
+            bytes_accessed: u64::MAX / 2,
+            ..Default::default()
+        };
+        op.total_per_occurrence_costs();
+        assert_eq!(op.flops, 30);
+        assert_eq!(op.model_flops, u64::MAX);
+        assert_eq!(op.bytes_accessed, u64::MAX);
+        let mut plain = OpMetrics {
+            occurrences: 2,
+            flops: 7,
+            ..Default::default()
+        };
+        plain.total_per_occurrence_costs();
+        assert_eq!((plain.flops, plain.model_flops), (14, 14));
+    }
 
     fn op(name: &str, occ: u64, time: u64, flops: u64) -> OpMetrics {
         OpMetrics {
