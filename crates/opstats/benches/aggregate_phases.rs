@@ -1,5 +1,5 @@
 //! Where an `aggregate_xplane_events` call's in-process time goes, phase by phase, on one input
-//! of `xprof_testkit::bench_inputs` (default `x200`):
+//! of `xprof_testkit::bench_inputs` (default `x200`; a path works too):
 //!
 //! `cargo bench -p xprof-opstats --bench aggregate_phases -- [input] [iterations]`
 //!

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 /// Every input, smallest first.
 pub const NAMES: &[&str] = &["seed", "jax-cpu", "x200", "jax-large"];
 
-/// The `.xplane.pb` and the `.hlo_proto.pb` files of input `name`, `None` when it is missing.
+/// The `.xplane.pb` and the `.hlo_proto.pb` files of input `name` (one of [`NAMES`], or the
+/// path of a run directory or `.xplane.pb` file), `None` when it is missing or unknown.
 pub fn input_files(name: &str) -> Option<(PathBuf, Vec<PathBuf>)> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let corpus = std::env::var_os("XPROF_CORPUS")
@@ -21,7 +22,9 @@ pub fn input_files(name: &str) -> Option<(PathBuf, Vec<PathBuf>)> {
         "seed" => corpus.join("fixtures/seed-v6e/logdir/plugins/profile/testrun"),
         "jax-cpu" => root.join("fixtures/jax-cpu/logdir/plugins/profile/mlp_steps"),
         "x200" => data.join("x200/plugins/profile/x200/host0.xplane.pb"),
-        _ => data.join("jax-large/logdir/plugins/profile/transformer_train"),
+        "jax-large" => data.join("jax-large/logdir/plugins/profile/transformer_train"),
+        // Anything else is a path; an unknown name was once read as jax-large.
+        other => PathBuf::from(other),
     };
     files(&path)
 }
