@@ -45,18 +45,7 @@ fn main() {
         eprintln!("aggregate_phases: input `{name}` is missing (see docs/BENCHMARKS.md)");
         return;
     };
-    let all = |_: &str| true;
-    let q = EventQuery {
-        plane: &all,
-        line: &all,
-        event: &all,
-        start_ps: None,
-        end_ps: None,
-        min_duration_ps: None,
-        max_duration_ps: None,
-        overlap: false,
-        filter: None,
-    };
+    let q = EventQuery::everything();
     let opts = Default::default();
     let mut ms: Vec<Vec<f64>> = vec![Vec::new(); PHASES.len()];
     let mut lap = |k: usize, t: &mut Instant| {

@@ -33,6 +33,28 @@ pub struct EventQuery<'f> {
     pub filter: Option<&'f Filter>,
 }
 
+fn any_name(_: &str) -> bool {
+    true
+}
+
+impl EventQuery<'static> {
+    /// Keeps every event: no name, time, duration or expression filter. Narrow it with struct
+    /// update syntax: `EventQuery { event: &f, ..EventQuery::everything() }`.
+    pub fn everything() -> Self {
+        EventQuery {
+            plane: &any_name,
+            line: &any_name,
+            event: &any_name,
+            start_ps: None,
+            end_ps: None,
+            min_duration_ps: None,
+            max_duration_ps: None,
+            overlap: false,
+            filter: None,
+        }
+    }
+}
+
 /// One matching event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Hit<'a> {

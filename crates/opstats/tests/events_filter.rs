@@ -56,21 +56,10 @@ fn build() -> XSpace {
     XSpace::from_bytes(b.to_bytes()).expect("synthetic capture")
 }
 
-fn all(_: &str) -> bool {
-    true
-}
-
-fn query<'f>(filter: Option<&'f Filter>) -> EventQuery<'f> {
+fn query(filter: Option<&Filter>) -> EventQuery<'_> {
     EventQuery {
-        plane: &all,
-        line: &all,
-        event: &all,
-        start_ps: None,
-        end_ps: None,
-        min_duration_ps: None,
-        max_duration_ps: None,
-        overlap: false,
         filter,
+        ..EventQuery::everything()
     }
 }
 

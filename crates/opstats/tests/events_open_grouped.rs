@@ -82,12 +82,7 @@ fn queries<'f>(
             plane: any,
             line: any,
             event: any,
-            start_ps: None,
-            end_ps: None,
-            min_duration_ps: None,
-            max_duration_ps: None,
-            overlap: false,
-            filter: None,
+            ..EventQuery::everything()
         },
         EventQuery {
             plane,
