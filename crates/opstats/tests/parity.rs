@@ -367,7 +367,17 @@ fn read_json(p: PathBuf) -> Value {
 
 #[test]
 fn local_mlp_steps_match_xprof_step_by_step() {
-    let (s, oracle_dir) = local("mlp_steps");
+    steps_match_xprof_step_by_step("mlp_steps");
+}
+
+/// Four CPU devices: each step's ops run once per device, on the devices' own threads.
+#[test]
+fn local_sharded_steps_match_xprof_step_by_step() {
+    steps_match_xprof_step_by_step("sharded");
+}
+
+fn steps_match_xprof_step_by_step(run: &str) {
+    let (s, oracle_dir) = local(run);
     assert_eq!(s.steps.source, xprof_opstats::steps::StepsSource::HostRoots);
     let pod = read_json(oracle_dir.join("pod_viewer.json"));
     let theirs = pod["podStatsSequence"]["podStatsMap"].as_array().unwrap();
@@ -490,6 +500,61 @@ fn local_matmul_matches_xprof_and_shows_host_executed_ops() {
     assert_eq!(r["total_time_ps"], op.time_ps);
 }
 
+/// The sharded run's parameters as its generator recorded them: (steps, devices).
+fn sharded_parameters() -> (u64, u64) {
+    let m = read_json(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/jax-cpu/MANIFEST.json"),
+    );
+    let p = &m["parameters"];
+    (
+        p["sharded_steps"].as_u64().unwrap(),
+        p["sharded_devices"].as_u64().unwrap(),
+    )
+}
+
+#[test]
+fn local_sharded_collectives_run_once_per_device_per_step() {
+    let (s, oracle_dir) = local("sharded");
+    let (steps, devices) = sharded_parameters();
+    assert_eq!(s.steps.steps.len() as u64, steps);
+    // XProf shows no op view for a CPU capture; ours is the host-executed ops.
+    let hlo = read_json(oracle_dir.join("hlo_stats.json"));
+    assert!(rows(&hlo).is_empty());
+    let db = s.host_xla_db.as_ref().unwrap();
+    let rows = views::hlo_stats_of(&s, db);
+    // The sharded step's all-gather of the weights and all-reduce of their gradient, and the
+    // shard_map psum (an all-reduce of another module): each device runs its share of every
+    // op of every step on its own thread.
+    let collectives: Vec<&serde_json::Map<String, Value>> = rows
+        .iter()
+        .filter(|r| r["category"] == "all-gather" || r["category"] == "all-reduce")
+        .collect();
+    let modules: std::collections::BTreeSet<String> = collectives
+        .iter()
+        .map(|r| r["program_id"].to_string())
+        .collect();
+    assert_eq!(modules.len(), 2, "{collectives:?}");
+    assert!(collectives.iter().any(|r| r["category"] == "all-gather"));
+    for r in rows.iter().filter(|r| r["hlo_op_name"] != "IDLE") {
+        assert_eq!(
+            r["occurrences"],
+            Value::from(steps * devices),
+            "{}",
+            r["hlo_op_name"]
+        );
+    }
+    for r in &collectives {
+        assert!(r["flops"].is_null(), "{}", r["hlo_op_name"]);
+        assert!(
+            r["hlo_op_expression"]
+                .as_str()
+                .is_some_and(|e| e.contains("replica_groups")),
+            "{}",
+            r["hlo_op_expression"]
+        );
+    }
+}
+
 /// The lazy reader and the prost decoder feed the engine the same model.
 #[test]
 fn reader_and_prost_adapters_agree() {
@@ -498,6 +563,7 @@ fn reader_and_prost_adapters_agree() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/jax-cpu/logdir/plugins/profile");
     files.push(root.join("matmul/host0.xplane.pb"));
     files.push(root.join("mlp_steps/host0.xplane.pb"));
+    files.push(root.join("sharded/host0.xplane.pb"));
     if let Some(c) = corpus() {
         for f in ["seed-v6e", "jax-cpu-matmul", "jax-cpu-mlp_train"] {
             files.push(run_dir(&c, f).join("host0.xplane.pb"));
