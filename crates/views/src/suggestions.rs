@@ -84,8 +84,8 @@ pub struct Signals {
     /// TPU: average TensorCore idle as % of step time; `None` off TPU (XProf cannot unpack a
     /// TPU breakdown there and skips the rule).
     pub tc_idle_percent: Option<f64>,
-    /// Average share of the step time; `None` when no step has a per-core breakdown (no
-    /// device cores: CPU-only captures, or no steps), where XProf's rules see 0.
+    /// Average share of the step time; `None` when no step has device op time by category
+    /// (CPU-only captures, no steps), where XProf's rules see 0.
     pub collective_percent: Option<f64>,
     pub data_shuffle_percent: Option<f64>,
     pub steps: usize,
@@ -108,8 +108,18 @@ pub fn signals_with_events(s: &OpStats, ip: &InputPipeline, run: &crate::LoadedR
 }
 
 /// Average over steps of (Σ self time of matching categories / Σ core step time); `None` when
-/// no step has core time to divide.
+/// no step has device op time by category to take a share of (CPU-only captures, whose steps
+/// hold host time only, or no steps).
 fn step_fraction_percent(s: &OpStats, pred: impl Fn(&str) -> bool) -> Option<f64> {
+    let categorised = s
+        .steps
+        .steps
+        .iter()
+        .flat_map(|st| st.per_core.values())
+        .any(|c| c.category_ps.values().any(|v| *v > 0));
+    if !categorised {
+        return None;
+    }
     let mut fr = Vec::new();
     for step in &s.steps.steps {
         let total: u64 = step.per_core.values().map(|c| c.duration_ps).sum();
@@ -389,8 +399,9 @@ fn signals_json(sig: &Signals) -> Value {
 
 const NO_INPUT_TIME: &str =
     "the steps spend no time on input, so there is no input time to divide (XProf's rules see 0)";
-const NO_CORE_STEP_TIME: &str = "no step has a per-core breakdown (no device cores in the steps: \
-     a CPU-only capture, or no steps), so there is no step time to divide (XProf's rules see 0)";
+const NO_CORE_STEP_TIME: &str = "no step has device op time by category (a CPU-only capture, \
+     whose steps hold host time only, or no steps), so there is nothing to take a share of \
+     (XProf's rules see 0)";
 
 /// `key: value`, or `key: null` with `key_reason` when there is no value.
 fn insert_or_reason(m: &mut Map<String, Value>, key: &str, value: Option<f64>, reason: &str) {

@@ -405,6 +405,22 @@ mod views_tool_tests {
         assert!(r["metrics"]["number_of_steps"].as_u64().unwrap() > 0);
     }
 
+    /// Four CPU devices with collectives (fixtures/jax-cpu/logdir, run `sharded`): the
+    /// collectives are host-executed ops, so the device step shares XProf's rules read are
+    /// unmeasured, not 0 %.
+    #[test]
+    fn a_sharded_cpu_capture_reports_unmeasured_step_shares_as_null() {
+        let args = json!({"path": fixtures(), "run": "sharded"});
+        let r = call("get_smart_suggestions", args.clone()).unwrap();
+        let sig = &r["signals"];
+        assert_eq!(sig["steps"].as_u64(), Some(3), "{sig}");
+        assert!(sig["avg_collective_percent_of_step"].is_null(), "{sig}");
+        assert!(sig["avg_collective_percent_of_step_reason"].is_string());
+        let r = call("get_input_pipeline", args).unwrap();
+        assert!(r["bottleneck"]["device_collectives_percent"].is_null());
+        assert!(r["bottleneck"]["host_compute_percent"].as_f64().unwrap() > 0.0);
+    }
+
     #[test]
     fn tpu_steps_through_the_tools() {
         // Two 100 µs steps on one TensorCore: 60 µs of convolution, 25 µs of infeed. As the
@@ -464,6 +480,15 @@ mod views_tool_tests {
         assert!(r["reasons"].as_array().is_some_and(|a| !a.is_empty()));
         let r = call("get_smart_suggestions", json!({"path": run})).unwrap();
         assert!(r["signals"]["input_percent_of_step_time"].as_f64() == Some(25.0));
+        // The steps' ops are categorised (convolution, infeed) and none is a collective or a
+        // data shuffle: measured 0 %, not unknown.
+        assert_eq!(r["signals"]["avg_collective_percent_of_step"], json!(0.0));
+        assert_eq!(r["signals"]["avg_data_shuffle_percent_of_step"], json!(0.0));
+        assert!(
+            r["signals"]
+                .get("avg_collective_percent_of_step_reason")
+                .is_none()
+        );
         // 25 % of the step waits for infeed and the host pipeline is not broken down.
         let rules: Vec<&str> = r["suggestions"]
             .as_array()
