@@ -13,6 +13,35 @@ const PROTOS: &[&str] = &[
     "xla/service/hlo.proto",
 ];
 
+/// The optional sub-message fields of `xla.HloInstructionProto` stored boxed: all but `shape`
+/// and `metadata`, which nearly every instruction has. prost keeps optional sub-messages
+/// inline, which made an instruction 4.2 KB (most of it the options of opcodes it is not): a
+/// decoded module took ~40× its encoded size, and decoding was mostly growing and copying the
+/// instruction vectors.
+const BOXED_INSTRUCTION_FIELDS: &[&str] = &[
+    "literal",
+    "window",
+    "convolution_dimension_numbers",
+    "padding_config",
+    "outfeed_shape",
+    "dot_dimension_numbers",
+    "ragged_dot_dimension_numbers",
+    "gather_dimension_numbers",
+    "sharding",
+    "scatter_dimension_numbers",
+    "precision_config",
+    "domain_entry_sharding",
+    "domain_exit_sharding",
+    "triangular_solve_options",
+    "cholesky_options",
+    "parameter_replication",
+    "frontend_attributes",
+    "statistics_viz",
+    "collective_device_list",
+    "original_value",
+    "result_accuracy",
+];
+
 /// prost-build writes one file per protobuf package; these are the ones we check in.
 const OUTPUTS: &[&str] = &["tensorflow.profiler.rs", "xla.rs"];
 
@@ -34,7 +63,11 @@ pub fn generate() -> crate::Result<Vec<(String, String)>> {
     let tmp = std::env::temp_dir().join(format!("xprof-codegen-{}", std::process::id()));
     std::fs::create_dir_all(&tmp)?;
     let result = (|| -> crate::Result<Vec<(String, String)>> {
-        prost_build::Config::new()
+        let mut config = prost_build::Config::new();
+        for field in BOXED_INSTRUCTION_FIELDS {
+            config.boxed(format!(".xla.HloInstructionProto.{field}"));
+        }
+        config
             // BTreeMap: iteration order of map fields (event/stat metadata) is then
             // deterministic, which snapshot tests and decoder comparisons rely on.
             .btree_map(["."])

@@ -227,7 +227,7 @@ impl Ctx<'_, '_> {
             self.operand_shape(ins, 1),
             &ins.convolution_dimension_numbers,
         ) {
-            (Some(lhs), Some(rhs), Some(d)) => conv_flops(lhs, rhs, out, d, ins.window.as_ref()),
+            (Some(lhs), Some(rhs), Some(d)) => conv_flops(lhs, rhs, out, d, ins.window.as_deref()),
             _ => 0,
         }
     }

@@ -50,12 +50,12 @@ pub fn gpu_hlo() -> xla::HloProto {
         hlo_instr(203, "radd", "add", f32s(&[]), &[201, 202]),
     ];
     let mut dot1 = hlo_instr(7, "dot.1", "dot", f32s(&[4, 8, 32]), &[1, 2]);
-    dot1.dot_dimension_numbers = Some(DotDimensionNumbers {
+    dot1.dot_dimension_numbers = Some(Box::new(DotDimensionNumbers {
         lhs_contracting_dimensions: vec![2],
         rhs_contracting_dimensions: vec![1],
         lhs_batch_dimensions: vec![0],
         rhs_batch_dimensions: vec![0],
-    });
+    }));
     let mut conv = hlo_instr(9, "conv.3", "convolution", f32s(&[1, 8, 8, 16]), &[3, 4]);
     let wd = WindowDimension {
         size: 3,
@@ -66,10 +66,10 @@ pub fn gpu_hlo() -> xla::HloProto {
         base_dilation: 1,
         window_reversal: false,
     };
-    conv.window = Some(Window {
+    conv.window = Some(Box::new(Window {
         dimensions: vec![wd, wd],
-    });
-    conv.convolution_dimension_numbers = Some(ConvolutionDimensionNumbers {
+    }));
+    conv.convolution_dimension_numbers = Some(Box::new(ConvolutionDimensionNumbers {
         input_batch_dimension: 0,
         input_feature_dimension: 3,
         input_spatial_dimensions: vec![1, 2],
@@ -79,27 +79,27 @@ pub fn gpu_hlo() -> xla::HloProto {
         output_batch_dimension: 0,
         output_feature_dimension: 3,
         output_spatial_dimensions: vec![1, 2],
-    });
+    }));
     conv.feature_group_count = 1;
     conv.batch_group_count = 1;
     let mut fusion = hlo_instr(10, "fusion.4", "fusion", f32s(&[4, 8, 32]), &[8]);
     fusion.fusion_kind = "kLoop".into();
     fusion.called_computation_ids = vec![2];
     let mut c0 = hlo_instr(11, "c0", "constant", f32s(&[]), &[]);
-    c0.literal = Some(xla::LiteralProto {
+    c0.literal = Some(Box::new(xla::LiteralProto {
         shape: Some(f32s(&[])),
         f32s: vec![0.0],
         ..Default::default()
-    });
+    }));
     let mut reduce = hlo_instr(12, "reduce.5", "reduce", f32s(&[4, 8]), &[8, 11]);
     reduce.dimensions = vec![2];
     reduce.called_computation_ids = vec![3];
     let mut dot7 = hlo_instr(16, "dot.7", "dot", bf16s(&[8, 32]), &[14, 15]);
-    dot7.dot_dimension_numbers = Some(DotDimensionNumbers {
+    dot7.dot_dimension_numbers = Some(Box::new(DotDimensionNumbers {
         lhs_contracting_dimensions: vec![1],
         rhs_contracting_dimensions: vec![0],
         ..Default::default()
-    });
+    }));
     let entry = vec![
         param(1, "p0", f32s(&[4, 8, 16]), 0),
         param(2, "p1", f32s(&[4, 16, 32]), 1),

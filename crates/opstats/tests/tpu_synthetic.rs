@@ -23,11 +23,11 @@ fn tpu_hlo() -> xla::HloProto {
         hlo_instr(103, "add.f", "add", f32s(&[128, 256]), &[102, 101]),
     ];
     let mut dot1 = hlo_instr(3, "dot.1", "dot", f32s(&[128, 256]), &[1, 2]);
-    dot1.dot_dimension_numbers = Some(DotDimensionNumbers {
+    dot1.dot_dimension_numbers = Some(Box::new(DotDimensionNumbers {
         lhs_contracting_dimensions: vec![1],
         rhs_contracting_dimensions: vec![0],
         ..Default::default()
-    });
+    }));
     let mut fusion = hlo_instr(5, "fusion.3", "fusion", f32s(&[128, 256]), &[4]);
     fusion.fusion_kind = "kLoop".into();
     fusion.called_computation_ids = vec![2];

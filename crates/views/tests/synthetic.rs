@@ -621,12 +621,12 @@ fn dcn_hlo() -> xla::HloProto {
         ..Default::default()
     };
     let attrs = |kv: &[(&str, &str)]| {
-        Some(xla::FrontendAttributes {
+        Some(Box::new(xla::FrontendAttributes {
             map: kv
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
-        })
+        }))
     };
     let instr = |name: &str, opcode: &str, shape: xla::ShapeProto, fa| xla::HloInstructionProto {
         name: name.into(),

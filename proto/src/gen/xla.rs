@@ -1488,8 +1488,8 @@ pub struct HloInstructionProto {
     #[prost(message, optional, tag = "7")]
     pub metadata: ::core::option::Option<OpMetadata>,
     /// Literal, only present for kConstant.
-    #[prost(message, optional, tag = "8")]
-    pub literal: ::core::option::Option<LiteralProto>,
+    #[prost(message, optional, boxed, tag = "8")]
+    pub literal: ::core::option::Option<::prost::alloc::boxed::Box<LiteralProto>>,
     /// Parameter number is only present for kParameter.
     #[prost(int64, tag = "9")]
     pub parameter_number: i64,
@@ -1501,11 +1501,11 @@ pub struct HloInstructionProto {
     pub tuple_index: i64,
     #[prost(int64, repeated, tag = "14")]
     pub dimensions: ::prost::alloc::vec::Vec<i64>,
-    #[prost(message, optional, tag = "15")]
-    pub window: ::core::option::Option<Window>,
-    #[prost(message, optional, tag = "16")]
+    #[prost(message, optional, boxed, tag = "15")]
+    pub window: ::core::option::Option<::prost::alloc::boxed::Box<Window>>,
+    #[prost(message, optional, boxed, tag = "16")]
     pub convolution_dimension_numbers: ::core::option::Option<
-        ConvolutionDimensionNumbers,
+        ::prost::alloc::boxed::Box<ConvolutionDimensionNumbers>,
     >,
     #[prost(int64, tag = "50")]
     pub feature_group_count: i64,
@@ -1521,8 +1521,10 @@ pub struct HloInstructionProto {
     pub mantissa_bits: i32,
     #[prost(int64, repeated, tag = "20")]
     pub dynamic_slice_sizes: ::prost::alloc::vec::Vec<i64>,
-    #[prost(message, optional, tag = "21")]
-    pub padding_config: ::core::option::Option<PaddingConfig>,
+    #[prost(message, optional, boxed, tag = "21")]
+    pub padding_config: ::core::option::Option<
+        ::prost::alloc::boxed::Box<PaddingConfig>,
+    >,
     #[prost(bytes = "vec", tag = "22")]
     pub outfeed_config: ::prost::alloc::vec::Vec<u8>,
     #[prost(enumeration = "RandomDistribution", tag = "23")]
@@ -1537,20 +1539,26 @@ pub struct HloInstructionProto {
     pub infeed_config: ::prost::alloc::vec::Vec<u8>,
     #[prost(string, tag = "28")]
     pub custom_call_target: ::prost::alloc::string::String,
-    #[prost(message, optional, tag = "29")]
-    pub outfeed_shape: ::core::option::Option<ShapeProto>,
-    #[prost(message, optional, tag = "30")]
-    pub dot_dimension_numbers: ::core::option::Option<DotDimensionNumbers>,
-    #[prost(message, optional, tag = "90")]
-    pub ragged_dot_dimension_numbers: ::core::option::Option<RaggedDotDimensionNumbers>,
+    #[prost(message, optional, boxed, tag = "29")]
+    pub outfeed_shape: ::core::option::Option<::prost::alloc::boxed::Box<ShapeProto>>,
+    #[prost(message, optional, boxed, tag = "30")]
+    pub dot_dimension_numbers: ::core::option::Option<
+        ::prost::alloc::boxed::Box<DotDimensionNumbers>,
+    >,
+    #[prost(message, optional, boxed, tag = "90")]
+    pub ragged_dot_dimension_numbers: ::core::option::Option<
+        ::prost::alloc::boxed::Box<RaggedDotDimensionNumbers>,
+    >,
     #[prost(enumeration = "FftType", tag = "31")]
     pub fft_type: i32,
     #[prost(int64, repeated, tag = "32")]
     pub fft_length: ::prost::alloc::vec::Vec<i64>,
     #[prost(string, tag = "63")]
     pub comparison_direction: ::prost::alloc::string::String,
-    #[prost(message, optional, tag = "33")]
-    pub gather_dimension_numbers: ::core::option::Option<GatherDimensionNumbers>,
+    #[prost(message, optional, boxed, tag = "33")]
+    pub gather_dimension_numbers: ::core::option::Option<
+        ::prost::alloc::boxed::Box<GatherDimensionNumbers>,
+    >,
     #[prost(int64, repeated, tag = "34")]
     pub gather_slice_sizes: ::prost::alloc::vec::Vec<i64>,
     /// The id of this instruction.
@@ -1562,8 +1570,8 @@ pub struct HloInstructionProto {
     pub control_predecessor_ids: ::prost::alloc::vec::Vec<i64>,
     #[prost(int64, repeated, tag = "38")]
     pub called_computation_ids: ::prost::alloc::vec::Vec<i64>,
-    #[prost(message, optional, tag = "40")]
-    pub sharding: ::core::option::Option<OpSharding>,
+    #[prost(message, optional, boxed, tag = "40")]
+    pub sharding: ::core::option::Option<::prost::alloc::boxed::Box<OpSharding>>,
     /// Backend configuration for the instruction. Has backend-specific meaning.
     #[prost(bytes = "vec", tag = "43")]
     pub backend_config: ::prost::alloc::vec::Vec<u8>,
@@ -1579,26 +1587,40 @@ pub struct HloInstructionProto {
     pub is_host_transfer: bool,
     #[prost(bool, tag = "60")]
     pub is_stable: bool,
-    #[prost(message, optional, tag = "48")]
-    pub scatter_dimension_numbers: ::core::option::Option<ScatterDimensionNumbers>,
-    #[prost(message, optional, tag = "51")]
-    pub precision_config: ::core::option::Option<PrecisionConfig>,
+    #[prost(message, optional, boxed, tag = "48")]
+    pub scatter_dimension_numbers: ::core::option::Option<
+        ::prost::alloc::boxed::Box<ScatterDimensionNumbers>,
+    >,
+    #[prost(message, optional, boxed, tag = "51")]
+    pub precision_config: ::core::option::Option<
+        ::prost::alloc::boxed::Box<PrecisionConfig>,
+    >,
     #[prost(message, repeated, tag = "52")]
     pub source_target_pairs: ::prost::alloc::vec::Vec<SourceTarget>,
-    #[prost(message, optional, tag = "54")]
-    pub domain_entry_sharding: ::core::option::Option<OpSharding>,
-    #[prost(message, optional, tag = "55")]
-    pub domain_exit_sharding: ::core::option::Option<OpSharding>,
+    #[prost(message, optional, boxed, tag = "54")]
+    pub domain_entry_sharding: ::core::option::Option<
+        ::prost::alloc::boxed::Box<OpSharding>,
+    >,
+    #[prost(message, optional, boxed, tag = "55")]
+    pub domain_exit_sharding: ::core::option::Option<
+        ::prost::alloc::boxed::Box<OpSharding>,
+    >,
     #[prost(bool, tag = "56")]
     pub constrain_layout: bool,
     #[prost(message, repeated, tag = "57")]
     pub operand_shapes_with_layout: ::prost::alloc::vec::Vec<ShapeProto>,
-    #[prost(message, optional, tag = "59")]
-    pub triangular_solve_options: ::core::option::Option<TriangularSolveOptions>,
-    #[prost(message, optional, tag = "62")]
-    pub cholesky_options: ::core::option::Option<CholeskyOptions>,
-    #[prost(message, optional, tag = "61")]
-    pub parameter_replication: ::core::option::Option<ParameterReplication>,
+    #[prost(message, optional, boxed, tag = "59")]
+    pub triangular_solve_options: ::core::option::Option<
+        ::prost::alloc::boxed::Box<TriangularSolveOptions>,
+    >,
+    #[prost(message, optional, boxed, tag = "62")]
+    pub cholesky_options: ::core::option::Option<
+        ::prost::alloc::boxed::Box<CholeskyOptions>,
+    >,
+    #[prost(message, optional, boxed, tag = "61")]
+    pub parameter_replication: ::core::option::Option<
+        ::prost::alloc::boxed::Box<ParameterReplication>,
+    >,
     #[prost(bool, tag = "65")]
     pub custom_call_has_side_effect: bool,
     #[prost(message, repeated, tag = "74")]
@@ -1609,8 +1631,10 @@ pub struct HloInstructionProto {
     pub delta: i64,
     #[prost(bool, tag = "67")]
     pub indices_are_sorted: bool,
-    #[prost(message, optional, tag = "68")]
-    pub frontend_attributes: ::core::option::Option<FrontendAttributes>,
+    #[prost(message, optional, boxed, tag = "68")]
+    pub frontend_attributes: ::core::option::Option<
+        ::prost::alloc::boxed::Box<FrontendAttributes>,
+    >,
     #[prost(bool, tag = "69")]
     pub unique_indices: bool,
     #[prost(enumeration = "RandomAlgorithm", tag = "70")]
@@ -1630,16 +1654,24 @@ pub struct HloInstructionProto {
     pub k: i64,
     #[prost(bool, tag = "85")]
     pub largest: bool,
-    #[prost(message, optional, tag = "82")]
-    pub statistics_viz: ::core::option::Option<StatisticsViz>,
-    #[prost(message, optional, tag = "87")]
-    pub collective_device_list: ::core::option::Option<CollectiveDeviceListProto>,
-    #[prost(message, optional, tag = "88")]
-    pub original_value: ::core::option::Option<OriginalValueProto>,
+    #[prost(message, optional, boxed, tag = "82")]
+    pub statistics_viz: ::core::option::Option<
+        ::prost::alloc::boxed::Box<StatisticsViz>,
+    >,
+    #[prost(message, optional, boxed, tag = "87")]
+    pub collective_device_list: ::core::option::Option<
+        ::prost::alloc::boxed::Box<CollectiveDeviceListProto>,
+    >,
+    #[prost(message, optional, boxed, tag = "88")]
+    pub original_value: ::core::option::Option<
+        ::prost::alloc::boxed::Box<OriginalValueProto>,
+    >,
     #[prost(bool, tag = "89")]
     pub is_composite: bool,
-    #[prost(message, optional, tag = "91")]
-    pub result_accuracy: ::core::option::Option<ResultAccuracy>,
+    #[prost(message, optional, boxed, tag = "91")]
+    pub result_accuracy: ::core::option::Option<
+        ::prost::alloc::boxed::Box<ResultAccuracy>,
+    >,
     #[prost(
         oneof = "hlo_instruction_proto::OptionalCrossProgramPrefetchIndex",
         tags = "80"

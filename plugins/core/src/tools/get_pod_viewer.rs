@@ -516,19 +516,21 @@ mod views_tool_tests {
             opcode: opcode.into(),
             channel_id: 3,
             shape: Some(shape.clone()),
-            frontend_attributes: rendezvous.then(|| xla::FrontendAttributes {
-                map: [
-                    (
-                        "_xla_host_transfer_rendezvous".to_string(),
-                        "dcn_ar".to_string(),
-                    ),
-                    (
-                        "_xla_megascale_transfer_type".to_string(),
-                        "ONE_TO_ONE".to_string(),
-                    ),
-                ]
-                .into_iter()
-                .collect(),
+            frontend_attributes: rendezvous.then(|| {
+                Box::new(xla::FrontendAttributes {
+                    map: [
+                        (
+                            "_xla_host_transfer_rendezvous".to_string(),
+                            "dcn_ar".to_string(),
+                        ),
+                        (
+                            "_xla_megascale_transfer_type".to_string(),
+                            "ONE_TO_ONE".to_string(),
+                        ),
+                    ]
+                    .into_iter()
+                    .collect(),
+                })
             }),
             ..Default::default()
         };
