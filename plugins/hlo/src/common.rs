@@ -100,6 +100,19 @@ pub struct LoadedModule {
     pub available: Option<Vec<String>>,
     pub module: xprof_capture::HloModuleRef,
     pub proto: xprof_proto::xla::HloModuleProto,
+    /// A one-shot CLI call: the proto is left to process exit (see `Drop`).
+    one_shot: bool,
+}
+
+impl Drop for LoadedModule {
+    /// A one-shot CLI call leaves the decoded module to process exit, which returns its memory
+    /// whole, instead of freeing its thousands of instructions one by one (as the core plugin
+    /// does with its last model). A long-lived MCP server frees it.
+    fn drop(&mut self) {
+        if self.one_shot {
+            std::mem::forget(std::mem::take(&mut self.proto));
+        }
+    }
 }
 
 impl LoadedModule {
@@ -131,6 +144,7 @@ pub fn load_module(call: &mut Call) -> Result<Option<LoadedModule>, ToolError> {
             session,
             module: m,
             proto,
+            one_shot: xprof_plugin_support::is_cli_call(call),
         }));
     }
     let (mods, read) = xprof_hlo::capture::list_modules(&session).map_err(hlo_error)?;
@@ -150,6 +164,7 @@ pub fn load_module(call: &mut Call) -> Result<Option<LoadedModule>, ToolError> {
         available: Some(mods.into_iter().map(|m| m.name).collect()),
         module,
         proto,
+        one_shot: xprof_plugin_support::is_cli_call(call),
     }))
 }
 
