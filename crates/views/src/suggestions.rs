@@ -84,8 +84,8 @@ pub struct Signals {
     /// TPU: average TensorCore idle as % of step time; `None` off TPU (XProf cannot unpack a
     /// TPU breakdown there and skips the rule).
     pub tc_idle_percent: Option<f64>,
-    /// Average share of the step time; `None` when no step has device op time by category
-    /// (CPU-only captures, no steps), where XProf's rules see 0.
+    /// Average share of the step time; `None` when no step has op time by category (XProf
+    /// builds it for TPU steps only; CPU and GPU steps, or no steps), where its rules see 0.
     pub collective_percent: Option<f64>,
     pub data_shuffle_percent: Option<f64>,
     pub steps: usize,
@@ -108,8 +108,8 @@ pub fn signals_with_events(s: &OpStats, ip: &InputPipeline, run: &crate::LoadedR
 }
 
 /// Average over steps of (Σ self time of matching categories / Σ core step time); `None` when
-/// no step has device op time by category to take a share of (CPU-only captures, whose steps
-/// hold host time only, or no steps).
+/// no step has op time by category to take a share of (XProf builds it for TPU steps only:
+/// CPU and GPU steps carry time by event type).
 fn step_fraction_percent(s: &OpStats, pred: impl Fn(&str) -> bool) -> Option<f64> {
     let categorised = s
         .steps
@@ -399,8 +399,8 @@ fn signals_json(sig: &Signals) -> Value {
 
 const NO_INPUT_TIME: &str =
     "the steps spend no time on input, so there is no input time to divide (XProf's rules see 0)";
-const NO_CORE_STEP_TIME: &str = "no step has device op time by category (a CPU-only capture, \
-     whose steps hold host time only, or no steps), so there is nothing to take a share of \
+const NO_CORE_STEP_TIME: &str = "no step has op time by category: XProf builds it only for TPU \
+     steps (CPU and GPU steps carry time by event type), so there is nothing to take a share of \
      (XProf's rules see 0)";
 
 /// `key: value`, or `key: null` with `key_reason` when there is no value.

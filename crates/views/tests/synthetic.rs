@@ -1135,6 +1135,47 @@ fn barrier_and_debug_print_rules_read_event_time_fractions() {
         .as_f64()
         .unwrap();
     assert!((avg - 20.0).abs() < 1e-4);
+    // TPU steps carry op time by category: no collective here is a measured 0 %.
+    assert_eq!(v["signals"]["avg_collective_percent_of_step"], json!(0.0));
+}
+
+/// GPU steps carry time by event type, not op time by category (XProf builds the latter for
+/// TPU steps only), so the collective and data-shuffle shares are unknown, not 0 %.
+#[test]
+fn gpu_steps_leave_the_category_shares_unknown() {
+    let b = XSpaceBuilder::new()
+        .plane("/host:CPU", |p| {
+            p.line_with_id(1, "python", |l| {
+                l.event("train", 0, 200)
+                    .stat("group_id", 3i64)
+                    .event("train", 200, 200)
+                    .stat("group_id", 4i64)
+            })
+        })
+        .plane("/device:GPU:0", |p| {
+            p.line_with_id(1, "Stream #1", |l| {
+                l.event("all-reduce.1", 10, 100)
+                    .stat("correlation_id", 1i64)
+                    .stat("group_id", 3i64)
+                    .event("all-reduce.1", 210, 100)
+                    .stat("correlation_id", 2i64)
+                    .stat("group_id", 4i64)
+            })
+        });
+    let (_d, r) = loaded(&b);
+    let s = r.op_stats().unwrap();
+    assert_eq!(s.steps.steps.len(), 2);
+    let ip = xprof_views::input_pipeline::input_pipeline(&s, &r.core_details());
+    let v =
+        xprof_views::suggestions::smart_suggestions(&xprof_views::suggestions::signals(&s, &ip));
+    for key in [
+        "avg_collective_percent_of_step",
+        "avg_data_shuffle_percent_of_step",
+    ] {
+        assert_eq!(v["signals"][key], Value::Null, "{key}");
+        let reason = v["signals"][format!("{key}_reason")].as_str().unwrap();
+        assert!(reason.contains("GPU"), "{reason}");
+    }
 }
 
 #[test]
