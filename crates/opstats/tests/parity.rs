@@ -500,6 +500,80 @@ fn local_matmul_matches_xprof_and_shows_host_executed_ops() {
     assert_eq!(r["total_time_ps"], op.time_ps);
 }
 
+/// Steps run by a second Python thread (two host lines named `python`), fed by a third. The
+/// steps, their names, times and the complete ones are XProf's. Each step's breakdown is
+/// XProf's too, except where XProf's priority tracker turns idle time after a zero-length
+/// grouped event into host compute (docs/PLACEHOLDERS.md, "Where our numbers differ"): there
+/// the only difference is that time, which we leave in "All others".
+#[test]
+fn local_threaded_steps_match_xprof_but_for_its_zero_length_event_quirk() {
+    let (s, oracle_dir) = local("threaded");
+    assert_eq!(s.steps.source, xprof_opstats::steps::StepsSource::HostRoots);
+    let o = read_json(oracle_dir.join("overview_page.json"));
+    let ov = views::overview(&s);
+    let p = o[1]["p"].as_object().unwrap();
+    for k in [
+        "steptime_ms_average",
+        "steptime_ms_standard_deviation",
+        "steptime_ms_minimum",
+        "steptime_ms_maximum",
+    ] {
+        assert_eq!(ov["performance_summary"][k], p[k], "{k}");
+    }
+    let pod = read_json(oracle_dir.join("pod_viewer.json"));
+    let theirs = pod["podStatsSequence"]["podStatsMap"].as_array().unwrap();
+    assert_eq!(theirs.len(), s.steps.steps.len());
+    let (mut same, mut quirk) = (0, 0);
+    for (st, t) in s.steps.steps.iter().zip(theirs) {
+        assert_eq!(Value::from(st.step_num), t["stepNum"]);
+        let core = t["podStatsPerCore"]
+            .as_object()
+            .unwrap()
+            .values()
+            .next()
+            .unwrap();
+        let cs = st.per_core.values().next().unwrap();
+        assert!(close(
+            cs.duration_ps as f64 / 1e6,
+            core["totalDurationUs"].as_f64().unwrap()
+        ));
+        let us = |i: usize| cs.generic_ps[i] as f64 / 1e6;
+        let them = |i: usize| {
+            core["stepBreakdownUs"][(i + 1).to_string()]
+                .as_f64()
+                .unwrap()
+        };
+        // Components 1..9 in XProf: host compute is the 4th, "All others" the 9th.
+        for i in (0..9).filter(|&i| i != 3 && i != 8) {
+            assert!(
+                close(us(i), them(i)),
+                "step {} component {}",
+                st.step_num,
+                i + 1
+            );
+        }
+        let moved = them(3) - us(3);
+        assert!(
+            (moved - (us(8) - them(8))).abs() < 1e-3,
+            "step {}: only idle time moves to host compute",
+            st.step_num
+        );
+        if close(us(3), them(3)) {
+            same += 1;
+        } else {
+            assert!(
+                moved > 0.0,
+                "step {}: ours {} vs {}",
+                st.step_num,
+                us(3),
+                them(3)
+            );
+            quirk += 1;
+        }
+    }
+    assert!(same > 0 && quirk > 0, "same {same}, quirk {quirk}");
+}
+
 /// The sharded run's parameters as its generator recorded them: (steps, devices).
 fn sharded_parameters() -> (u64, u64) {
     let m = read_json(
@@ -564,6 +638,7 @@ fn reader_and_prost_adapters_agree() {
     files.push(root.join("matmul/host0.xplane.pb"));
     files.push(root.join("mlp_steps/host0.xplane.pb"));
     files.push(root.join("sharded/host0.xplane.pb"));
+    files.push(root.join("threaded/host0.xplane.pb"));
     if let Some(c) = corpus() {
         for f in ["seed-v6e", "jax-cpu-matmul", "jax-cpu-mlp_train"] {
             files.push(run_dir(&c, f).join("host0.xplane.pb"));
