@@ -8,7 +8,7 @@ use xprof_opstats::format::one_digit;
 use xprof_opstats::opstats::HardwareType;
 
 use crate::input_pipeline::InputPipeline;
-use crate::table::safe_div;
+use crate::table::{placeholder, safe_div};
 
 const HBM_LOW: f64 = 50.0;
 const HBM_HIGH: f64 = 70.0;
@@ -405,9 +405,11 @@ const NO_CORE_STEP_TIME: &str = "no step has op time by category: XProf builds i
 
 /// `key: value`, or `key: null` with `key_reason` when there is no value.
 fn insert_or_reason(m: &mut Map<String, Value>, key: &str, value: Option<f64>, reason: &str) {
-    m.insert(key.into(), json!(value));
-    if value.is_none() {
-        m.insert(format!("{key}_reason"), json!(reason));
+    match value {
+        Some(v) => {
+            m.insert(key.into(), json!(v));
+        }
+        None => placeholder(m, key, reason, None),
     }
 }
 
@@ -441,17 +443,8 @@ pub fn host_boundness(s: &OpStats, ip: &InputPipeline, ici_percent: Option<(f64,
         .sum();
     let mut m = Map::new();
     let mut reasons_missing = Vec::new();
-    let put = |m: &mut Map<String, Value>, k: &str, v: Option<f64>, why: &str| match v {
-        Some(x) => {
-            m.insert(k.into(), json!(x));
-        }
-        None => {
-            m.insert(k.into(), Value::Null);
-            m.insert(format!("{k}_reason"), json!(why));
-        }
-    };
     let no_dev = "CPU-only capture: there is no accelerator to measure";
-    put(
+    insert_or_reason(
         &mut m,
         "tpu_duty_cycle_percent",
         duty,
@@ -462,21 +455,21 @@ pub fn host_boundness(s: &OpStats, ip: &InputPipeline, ici_percent: Option<(f64,
         },
     );
     let idle_ratio = duty.map(|d| 100.0 - d);
-    put(&mut m, "idle_time_ratio_percent", idle_ratio, no_dev);
-    put(
+    insert_or_reason(&mut m, "idle_time_ratio_percent", idle_ratio, no_dev);
+    insert_or_reason(
         &mut m,
         "idle_to_active_compute_ratio",
         duty.map(|_| safe_div(idle, busy)),
         no_dev,
     );
-    put(
+    insert_or_reason(
         &mut m,
         "equivalent_idle_chips",
         idle_ratio.map(|r| r / 100.0 * cores as f64),
         no_dev,
     );
     let mxu_idle = sig.measured_flops_percent.map(|f| (100.0 - f).max(0.0));
-    put(
+    insert_or_reason(
         &mut m,
         "mxu_idleness_percent",
         mxu_idle,
@@ -486,7 +479,7 @@ pub fn host_boundness(s: &OpStats, ip: &InputPipeline, ici_percent: Option<(f64,
             no_dev
         },
     );
-    put(
+    insert_or_reason(
         &mut m,
         "hbm_bandwidth_utilization_percent",
         sig.measured_hbm_percent,
@@ -497,19 +490,19 @@ pub fn host_boundness(s: &OpStats, ip: &InputPipeline, ici_percent: Option<(f64,
         },
     );
     let ici_why = "no ICI counters (utilization viewer) in this capture";
-    put(
+    insert_or_reason(
         &mut m,
         "ici_read_utilization_percent",
         ici_percent.map(|x| x.0),
         ici_why,
     );
-    put(
+    insert_or_reason(
         &mut m,
         "ici_write_utilization_percent",
         ici_percent.map(|x| x.1),
         ici_why,
     );
-    put(
+    insert_or_reason(
         &mut m,
         "pure_idle_time_ms",
         idle_ratio.map(|r| r / 100.0 * total_ms),

@@ -37,8 +37,9 @@ fn cpu_only_shares(bottleneck: &mut serde_json::Value, host_compute_percent: f64
             "CPU-only capture: there is no device to run collectives (XProf prints 0 %)",
         ),
     ] {
-        bottleneck[key] = serde_json::Value::Null;
-        bottleneck[format!("{key}_reason")] = json!(reason);
+        if let Some(m) = bottleneck.as_object_mut() {
+            xprof_views::table::placeholder(m, key, reason, None);
+        }
     }
     bottleneck["host_compute_percent"] = json!(host_compute_percent);
 }

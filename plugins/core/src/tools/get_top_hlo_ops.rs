@@ -64,10 +64,8 @@ fn entry(row: &Map<String, Value>, names: &std::collections::BTreeMap<u64, Strin
 /// Why a `top_by_*` list is empty although the capture has ops.
 fn unranked_reason(host_executed: bool, what: &str) -> String {
     if host_executed {
-        format!(
-            "no op has {what}: XLA ops executed on host CPU threads carry no FLOP/byte counts in \
-             the trace (XProf shows no op view for CPU captures); see top_by_time"
-        )
+        let why = xprof_opstats::views::reasons::HOST_NO_COST;
+        format!("no op has {what}: {why}; see top_by_time")
     } else {
         format!(
             "no op has {what} (neither XProf's cost model nor the trace's own stats give any); \
