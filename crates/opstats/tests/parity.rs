@@ -376,40 +376,54 @@ fn local_sharded_steps_match_xprof_step_by_step() {
     steps_match_xprof_step_by_step("sharded");
 }
 
-fn steps_match_xprof_step_by_step(run: &str) {
-    let (s, oracle_dir) = local(run);
-    assert_eq!(s.steps.source, xprof_opstats::steps::StepsSource::HostRoots);
+/// Our steps beside XProf's pod-viewer steps after checking that they are the same steps (count,
+/// numbers, durations): (step number, our generic breakdown, XProf's), components 1..9 in µs.
+fn steps_beside_xprofs(s: &OpStats, oracle_dir: &Path) -> Vec<(i64, [f64; 9], [f64; 9])> {
     let pod = read_json(oracle_dir.join("pod_viewer.json"));
     let theirs = pod["podStatsSequence"]["podStatsMap"].as_array().unwrap();
     assert_eq!(theirs.len(), s.steps.steps.len());
-    for (st, t) in s.steps.steps.iter().zip(theirs) {
-        assert_eq!(Value::from(st.step_num), t["stepNum"]);
-        let core = t["podStatsPerCore"]
-            .as_object()
-            .unwrap()
-            .values()
-            .next()
-            .unwrap();
-        let cs = st.per_core.values().next().unwrap();
-        assert!(
-            close(
-                cs.duration_ps as f64 / 1e6,
-                core["totalDurationUs"].as_f64().unwrap()
-            ),
-            "step {}",
-            st.step_num
-        );
-        // Generic components: ids 1..9 in XProf, indices 0..8 here.
-        for (i, v) in cs.generic_ps.iter().enumerate() {
-            let want = core["stepBreakdownUs"][(i + 1).to_string()]
-                .as_f64()
+    s.steps
+        .steps
+        .iter()
+        .zip(theirs)
+        .map(|(st, t)| {
+            assert_eq!(Value::from(st.step_num), t["stepNum"]);
+            let core = t["podStatsPerCore"]
+                .as_object()
+                .unwrap()
+                .values()
+                .next()
                 .unwrap();
+            let cs = st.per_core.values().next().unwrap();
             assert!(
-                close(*v as f64 / 1e6, want),
-                "step {} component {}: {} vs {want}",
-                st.step_num,
-                i + 1,
-                *v as f64 / 1e6
+                close(
+                    cs.duration_ps as f64 / 1e6,
+                    core["totalDurationUs"].as_f64().unwrap()
+                ),
+                "step {}",
+                st.step_num
+            );
+            let ours = cs.generic_ps.map(|v| v as f64 / 1e6);
+            let theirs = std::array::from_fn(|i| {
+                core["stepBreakdownUs"][(i + 1).to_string()]
+                    .as_f64()
+                    .unwrap()
+            });
+            (st.step_num, ours, theirs)
+        })
+        .collect()
+}
+
+fn steps_match_xprof_step_by_step(run: &str) {
+    let (s, oracle_dir) = local(run);
+    assert_eq!(s.steps.source, xprof_opstats::steps::StepsSource::HostRoots);
+    for (step, ours, theirs) in steps_beside_xprofs(&s, &oracle_dir) {
+        // Generic components: ids 1..9 in XProf, indices 0..8 here.
+        for (i, (us, them)) in ours.iter().zip(theirs).enumerate() {
+            assert!(
+                close(*us, them),
+                "step {step} component {}: {us} vs {them}",
+                i + 1
             );
         }
     }
@@ -520,54 +534,21 @@ fn local_threaded_steps_match_xprof_but_for_its_zero_length_event_quirk() {
     ] {
         assert_eq!(ov["performance_summary"][k], p[k], "{k}");
     }
-    let pod = read_json(oracle_dir.join("pod_viewer.json"));
-    let theirs = pod["podStatsSequence"]["podStatsMap"].as_array().unwrap();
-    assert_eq!(theirs.len(), s.steps.steps.len());
     let (mut same, mut quirk) = (0, 0);
-    for (st, t) in s.steps.steps.iter().zip(theirs) {
-        assert_eq!(Value::from(st.step_num), t["stepNum"]);
-        let core = t["podStatsPerCore"]
-            .as_object()
-            .unwrap()
-            .values()
-            .next()
-            .unwrap();
-        let cs = st.per_core.values().next().unwrap();
-        assert!(close(
-            cs.duration_ps as f64 / 1e6,
-            core["totalDurationUs"].as_f64().unwrap()
-        ));
-        let us = |i: usize| cs.generic_ps[i] as f64 / 1e6;
-        let them = |i: usize| {
-            core["stepBreakdownUs"][(i + 1).to_string()]
-                .as_f64()
-                .unwrap()
-        };
+    for (step, us, them) in steps_beside_xprofs(&s, &oracle_dir) {
         // Components 1..9 in XProf: host compute is the 4th, "All others" the 9th.
         for i in (0..9).filter(|&i| i != 3 && i != 8) {
-            assert!(
-                close(us(i), them(i)),
-                "step {} component {}",
-                st.step_num,
-                i + 1
-            );
+            assert!(close(us[i], them[i]), "step {step} component {}", i + 1);
         }
-        let moved = them(3) - us(3);
+        let moved = them[3] - us[3];
         assert!(
-            (moved - (us(8) - them(8))).abs() < 1e-3,
-            "step {}: only idle time moves to host compute",
-            st.step_num
+            (moved - (us[8] - them[8])).abs() < 1e-3,
+            "step {step}: only idle time moves to host compute"
         );
-        if close(us(3), them(3)) {
+        if close(us[3], them[3]) {
             same += 1;
         } else {
-            assert!(
-                moved > 0.0,
-                "step {}: ours {} vs {}",
-                st.step_num,
-                us(3),
-                them(3)
-            );
+            assert!(moved > 0.0, "step {step}: ours {} vs {}", us[3], them[3]);
             quirk += 1;
         }
     }
