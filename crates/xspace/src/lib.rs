@@ -300,18 +300,26 @@ fn len_field(buf: &[u8], p: usize, e: usize) -> WireResult<(Span, usize)> {
     Ok(((q, end), end))
 }
 
-/// Validate one XStat message (every oneof member's wire type, strings' UTF-8).
+/// Validate one XStat message (every oneof member's wire type, strings' UTF-8); returns its
+/// metadata id (the last one, as [`decode_stat`] reads it; 0 when absent).
 #[inline(always)]
-fn validate_stat(buf: &[u8], s: usize, e: usize) -> WireResult<()> {
+fn validate_stat(buf: &[u8], s: usize, e: usize) -> WireResult<i64> {
     let mut p = s;
+    let mut id = 0;
     // Predicted layout: metadata_id first.
     if p < e && buf[p] == 0x08 {
-        p = wire::skip_varint(buf, p + 1, e)?;
+        p += 1;
+        id = i(wire::read_varint(buf, &mut p, e)?);
     }
     while p < e {
         // Fast path: the one-byte tags of XStat's fields with their schema wire types.
         match buf[p] {
-            0x08 | 0x18 | 0x20 | 0x38 => {
+            0x08 => {
+                p += 1;
+                id = i(wire::read_varint(buf, &mut p, e)?);
+                continue;
+            }
+            0x18 | 0x20 | 0x38 => {
                 p = wire::skip_varint(buf, p + 1, e)?;
                 continue;
             }
@@ -336,7 +344,7 @@ fn validate_stat(buf: &[u8], s: usize, e: usize) -> WireResult<()> {
         let (f, next) = Fields::field_at(buf, p, e)?;
         p = next;
         match f.number {
-            1 => drop(f.varint("metadata_id")?),
+            1 => id = i(f.varint("metadata_id")?),
             2 => drop(f.fixed64("double_value")?),
             3 => drop(f.varint("uint64_value")?),
             4 => drop(f.varint("int64_value")?),
@@ -347,7 +355,7 @@ fn validate_stat(buf: &[u8], s: usize, e: usize) -> WireResult<()> {
             _ => {}
         }
     }
-    Ok(())
+    Ok(id)
 }
 
 /// Validate one XEvent; returns its metadata id.
@@ -410,45 +418,61 @@ fn validate_event(buf: &[u8], s: usize, e: usize) -> WireResult<i64> {
 }
 
 /// [`validate_event`] that also decodes what [`Events`] would: metadata id, data, duration —
-/// validation and decoding in one pass (see [`XSpace::open_scan`]).
+/// validation and decoding in one pass (see [`XSpace::open_scan`]) — and tells whether one of
+/// its stats has a metadata id in `wanted` (see [`scan::EventScan::only_events_with`]).
 #[inline(always)]
-fn check_event(buf: &[u8], s: usize, e: usize) -> WireResult<(i64, EventData, i64)> {
-    let (mut metadata_id, mut data, mut duration) = (0, EventData::None, 0);
+fn check_event(buf: &[u8], s: usize, e: usize, wanted: &[i64]) -> WireResult<CheckedEvent> {
+    let mut c = CheckedEvent {
+        metadata_id: 0,
+        data: EventData::None,
+        duration_ps: 0,
+        has_wanted_stat: false,
+    };
     let mut p = s;
     // The predicted layout first, as in `validate_event`.
     if p < e && buf[p] == 0x08 {
         p += 1;
-        metadata_id = i(wire::read_varint(buf, &mut p, e)?);
+        c.metadata_id = i(wire::read_varint(buf, &mut p, e)?);
     }
     if p < e && buf[p] == 0x10 {
         p += 1;
-        data = EventData::OffsetPs(i(wire::read_varint_wide(buf, &mut p, e)?));
+        c.data = EventData::OffsetPs(i(wire::read_varint_wide(buf, &mut p, e)?));
     }
     if p < e && buf[p] == 0x18 {
         p += 1;
-        duration = i(wire::read_varint_wide(buf, &mut p, e)?);
+        c.duration_ps = i(wire::read_varint_wide(buf, &mut p, e)?);
     }
     while p < e && buf[p] == 0x22 {
         let ((ss, se), next) = len_field(buf, p, e)?;
-        validate_stat(buf, ss, se)?;
+        let id = validate_stat(buf, ss, se)?;
+        c.has_wanted_stat |= wanted.contains(&id);
         p = next;
     }
     while p < e {
         let (f, next) = Fields::field_at(buf, p, e)?;
         p = next;
         match f.number {
-            1 => metadata_id = i(f.varint("metadata_id")?),
-            2 => data = EventData::OffsetPs(i(f.varint("offset_ps")?)),
-            3 => duration = i(f.varint("duration_ps")?),
-            5 => data = EventData::NumOccurrences(i(f.varint("num_occurrences")?)),
+            1 => c.metadata_id = i(f.varint("metadata_id")?),
+            2 => c.data = EventData::OffsetPs(i(f.varint("offset_ps")?)),
+            3 => c.duration_ps = i(f.varint("duration_ps")?),
+            5 => c.data = EventData::NumOccurrences(i(f.varint("num_occurrences")?)),
             4 => {
                 let (ss, se) = f.len("stats")?;
-                validate_stat(buf, ss, se)?;
+                let id = validate_stat(buf, ss, se)?;
+                c.has_wanted_stat |= wanted.contains(&id);
             }
             _ => {}
         }
     }
-    Ok((metadata_id, data, duration))
+    Ok(c)
+}
+
+/// What [`check_event`] read.
+struct CheckedEvent {
+    metadata_id: i64,
+    data: EventData,
+    duration_ps: i64,
+    has_wanted_stat: bool,
 }
 
 /// Lines larger than this are validated in chunks on several threads (a capture may put most

@@ -32,11 +32,19 @@ pub trait EventScan: Sync {
     type Acc: Send;
     /// Called once per run before its events; `None` skips the run's events (they are still
     /// validated). Unless the run fails, [`EventScan::event`] is then called once for each
-    /// event of `run.events`, in order.
+    /// event of `run.events` (that [`EventScan::only_events_with`] lets through), in order.
     fn start(&self, line: Line<'_>, run: &Run) -> Option<Self::Acc>;
     /// One event of the run, in file order; `metadata_position` is
     /// [`Plane::event_metadata_position`] of its metadata id (`None`: the plane lacks it).
     fn event(&self, acc: &mut Self::Acc, event: Event<'_>, metadata_position: Option<usize>);
+    /// `Some(ids)`: only the events of `line` with a stat whose metadata id is in `ids` are
+    /// passed to [`EventScan::event`] (none if `ids` is empty); the others are validated only.
+    /// `None`, the default: every event is. Called once per run that [`EventScan::start`]
+    /// accepted. The ids are tested as each stat is validated, so a scan that wants few of a
+    /// line's events pays nothing to find them.
+    fn only_events_with(&self, _line: Line<'_>) -> Option<Vec<i64>> {
+        None
+    }
     /// Called once after a run's last event, on the thread that visited it (e.g. to free
     /// scratch memory there rather than on the thread that later merges the accumulators).
     fn finish(&self, _acc: &mut Self::Acc) {}
@@ -310,6 +318,8 @@ impl XSpace {
             format!("XSpace.planes[{}] ('{name}').lines[{}]", d.index, r.line)
         };
         let mut acc = scan.start(line, &r.run());
+        let wanted = acc.as_ref().and_then(|_| scan.only_events_with(line));
+        let wanted_ids = wanted.as_deref().unwrap_or(&[]);
         let (mut p, end) = (r.start, r.end);
         let (mut k, mut missing) = (r.events.start, 0usize);
         while p < end {
@@ -319,19 +329,21 @@ impl XSpace {
                 continue;
             }
             let ((es, ee), next) = len_field(buf, p, end).ctx(ctx)?;
-            let (metadata_id, data, duration_ps) =
-                check_event(buf, es, ee).ctx(|| format!("{}.events[{k}]", ctx()))?;
-            let position = plane.d.event_index.get(metadata_id);
+            let c =
+                check_event(buf, es, ee, wanted_ids).ctx(|| format!("{}.events[{k}]", ctx()))?;
+            let position = plane.d.event_index.get(c.metadata_id);
             if position.is_none() {
                 missing += 1;
             }
-            if let Some(a) = acc.as_mut() {
+            if let Some(a) = acc.as_mut()
+                && (wanted.is_none() || c.has_wanted_stat)
+            {
                 let ev = Event {
                     line,
                     msg: (es, ee),
-                    metadata_id,
-                    data,
-                    duration_ps,
+                    metadata_id: c.metadata_id,
+                    data: c.data,
+                    duration_ps: c.duration_ps,
                 };
                 scan.event(a, ev, position);
             }

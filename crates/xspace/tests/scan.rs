@@ -520,3 +520,138 @@ fn open_scan_reports_the_first_error_in_file_order_across_huge_lines() {
     let err = strict_error(&bad);
     assert!(err.contains("event_metadata"), "{err}");
 }
+
+/// Collects the events that carry one of `wanted`'s stats ([`EventScan::only_events_with`]).
+struct Wanting(Option<Vec<i64>>);
+
+impl EventScan for Wanting {
+    type Acc = Vec<Row>;
+    fn start(&self, _: Line<'_>, _: &Run) -> Option<Vec<Row>> {
+        Some(Vec::new())
+    }
+    fn event(&self, acc: &mut Vec<Row>, e: Event<'_>, position: Option<usize>) {
+        acc.push(row(&e, position));
+    }
+    fn only_events_with(&self, _: Line<'_>) -> Option<Vec<i64>> {
+        self.0.clone()
+    }
+}
+
+/// One line of events with and without an `hlo_op` stat, one of them laid out out of the
+/// usual field order (its stat after `num_occurrences`, where the general loop reads it); and
+/// the two stats' metadata ids.
+fn line_with_some_hlo_ops() -> (Vec<u8>, i64, i64) {
+    let template = XSpaceBuilder::new()
+        .plane("/host:CPU", |p| {
+            p.line("t", |l| {
+                l.event("op", 0, 1)
+                    .stat("hlo_op", "fusion.1")
+                    .stat("other", 1i64)
+            })
+        })
+        .build();
+    let mut plane = template.planes[0].clone();
+    let t = plane.lines.remove(0);
+    let mid = t.events[0].metadata_id;
+    let (hlo_op, other) = (
+        t.events[0].stats[0].metadata_id,
+        t.events[0].stats[1].metadata_id,
+    );
+    use pb::x_stat::Value;
+    let stat = |metadata_id, value| pb::XStat {
+        metadata_id,
+        value: Some(value),
+    };
+    let event = |k: i64, stats: Vec<pb::XStat>| pb::XEvent {
+        metadata_id: mid,
+        data: Some(pb::x_event::Data::OffsetPs(k * 10)),
+        duration_ps: k,
+        stats,
+    };
+    let mut line = pb::XLine {
+        id: 1,
+        name: "t".into(),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    for ev in [
+        event(1, vec![stat(hlo_op, Value::StrValue("a".into()))]),
+        event(2, vec![stat(other, Value::StrValue("~".into()))]),
+        event(3, vec![]),
+        event(
+            4,
+            vec![
+                stat(other, Value::Int64Value(4)),
+                stat(hlo_op, Value::StrValue("b".into())),
+            ],
+        ),
+    ] {
+        line.extend(len_delimited(0x22, &ev.encode_to_vec()));
+    }
+    // metadata_id, num_occurrences (field 5), then the stat (field 4).
+    assert!(
+        mid < 0x80,
+        "the odd event writes its metadata id in one byte"
+    );
+    let mut odd = vec![0x08, mid as u8, 0x28, 3];
+    odd.extend(len_delimited(
+        0x22,
+        &stat(hlo_op, Value::StrValue("c".into())).encode_to_vec(),
+    ));
+    line.extend(len_delimited(0x22, &odd));
+    let mut plane_bytes = plane.encode_to_vec();
+    plane_bytes.extend(len_delimited(0x1a, &line));
+    (len_delimited(0x0a, &plane_bytes), hlo_op, other)
+}
+
+#[test]
+fn only_events_with_passes_just_the_events_carrying_a_wanted_stat() {
+    let (bytes, hlo_op, other) = line_with_some_hlo_ops();
+    let opts = ReadOptions::default();
+    let eager = XSpace::from_bytes_named(bytes.clone(), "cap", &opts).unwrap();
+    let line = eager.planes().next().unwrap().lines().next().unwrap();
+    let all: Vec<Event<'_>> = line.events().collect();
+    assert_eq!(all.len(), 5);
+    for (wanted, expect) in [
+        (Some(vec![hlo_op]), vec![1, 4, 5]),
+        (Some(vec![other]), vec![2, 4]),
+        (Some(vec![other, hlo_op]), vec![1, 2, 4, 5]),
+        (Some(vec![]), vec![]),
+        (None, vec![1, 2, 3, 4, 5]),
+    ] {
+        let (_, scanned) =
+            XSpace::from_bytes_scan(bytes.clone(), "cap", &opts, &Wanting(wanted.clone())).unwrap();
+        let got: Vec<Row> = scanned.into_iter().flat_map(|s| s.acc).collect();
+        let want: Vec<Row> = expect
+            .iter()
+            .map(|k: &usize| {
+                let e = &all[k - 1];
+                row(e, line.plane().event_metadata_position(e.metadata_id()))
+            })
+            .collect();
+        assert_eq!(got, want, "{wanted:?}");
+    }
+}
+
+#[test]
+fn events_a_scan_does_not_want_are_still_validated() {
+    let (mut bytes, hlo_op, _) = line_with_some_hlo_ops();
+    // The second event's (unwanted) string stat stops being UTF-8.
+    let at = bytes
+        .iter()
+        .position(|b| *b == b'~')
+        .expect("event 2's stat");
+    bytes[at] = 0xff;
+    let opts = ReadOptions::default();
+    let wanting =
+        XSpace::from_bytes_scan(bytes.clone(), "cap", &opts, &Wanting(Some(vec![hlo_op])));
+    let collect = XSpace::from_bytes_scan(bytes, "cap", &opts, &Collect { skip: &[] });
+    match (wanting, collect) {
+        (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+        (Ok((a, _)), Ok((b, _))) => {
+            assert!(!a.is_complete(), "the damaged plane must be reported");
+            assert_eq!(a.diagnostics(), b.diagnostics());
+        }
+        (a, b) => panic!("{:?} vs {:?}", a.map(|_| ()), b.map(|_| ())),
+    }
+}
