@@ -11,8 +11,8 @@ use xprof_proto::xplane::{XPlane, XSpace, XStat, x_event, x_stat};
 use xprof_xspace::hlo::EmbeddedModule;
 
 use crate::model::{
-    Event, EventMetadata, HloInstr, HloModuleInfo, HostSpace, Line, Plane, StatChunk, StatKey,
-    StatValue, Stats,
+    Event, EventMetadata, HloInstr, HloModuleInfo, HostEvents, HostSpace, Line, Plane, StatChunk,
+    StatKey, StatValue, Stats,
 };
 
 /// Per-plane resolution of stat ids to keys and of ref values to shared strings.
@@ -248,6 +248,7 @@ pub fn host_space(host: &str, space: &XSpace, extra_modules: Vec<HloModuleInfo>)
         errors: space.errors.clone(),
         warnings: space.warnings.clone(),
         modules,
+        host_events: HostEvents::All,
     }
 }
 
@@ -494,6 +495,24 @@ fn engine_reads_plane(plane: &str) -> bool {
     plane != "/host:metadata"
 }
 
+/// The stat an event of `plane` must carry to be converted under `host_events` (`None`: every
+/// event is).
+fn only_events_with(plane: &str, host_events: HostEvents) -> Option<StatKey> {
+    match host_events {
+        HostEvents::XlaOps if plane == crate::host::HOST_THREADS => Some(StatKey::HloOp),
+        _ => None,
+    }
+}
+
+/// The ids of `plane`'s stat metadata that name `key`.
+fn stat_ids_of(plane: xprof_xspace::Plane<'_>, key: StatKey) -> Vec<i64> {
+    plane
+        .stat_metadata_iter()
+        .filter(|m| StatKey::from_name(m.name()) == Some(key))
+        .map(|m| m.id())
+        .collect()
+}
+
 /// A plane's metadata (with the empty entry for unknown ids appended), its stats and the
 /// lines the engine reads, without their events.
 fn plane_shell(p: xprof_xspace::Plane<'_>, keys: &KeyTable) -> (Plane, Vec<usize>) {
@@ -554,6 +573,7 @@ type LineKey = (usize, usize);
 
 /// What [`load_host_space`] does with each run of events while the reader validates them.
 struct Convert<'a> {
+    host_events: HostEvents,
     /// Per plane (by its index in the file): the stat key table, built by the first run.
     keys: std::sync::Mutex<HashMap<usize, KeyTable>>,
     /// The parts of the lines in several runs, by (line, first event of the run).
@@ -585,6 +605,8 @@ impl<'a> xprof_xspace::EventScan for Convert<'a> {
             .remove(&((p.index(), run.line), run.events.start));
         let sink = match part {
             Some(events) => Sink::Part { events, filled: 0 },
+            // A filtered run's size is not known before it is converted.
+            None if only_events_with(p.name(), self.host_events).is_some() => Sink::Own(Vec::new()),
             None => Sink::Own(Vec::with_capacity(run.events.len())),
         };
         Some(RunEvents::new(keys, p.num_event_metadata() as u32, sink))
@@ -593,16 +615,29 @@ impl<'a> xprof_xspace::EventScan for Convert<'a> {
     fn event(&self, acc: &mut RunEvents<'a>, e: xprof_xspace::Event<'_>, position: Option<usize>) {
         acc.event(e, position);
     }
+    /// A superset of the events the engine keeps (a stat without a value counts): those
+    /// without one are dropped again where the engine reads the stat.
+    fn only_events_with(&self, line: xprof_xspace::Line<'_>) -> Option<Vec<i64>> {
+        let p = line.plane();
+        only_events_with(p.name(), self.host_events).map(|key| stat_ids_of(p, key))
+    }
     fn finish(&self, acc: &mut RunEvents<'a>) {
         acc.complete();
     }
 }
 
-/// The lines the engine reads that come in several runs, with each run's events.
-fn lines_in_parts(framed: &xprof_xspace::Framed) -> Vec<(LineKey, Vec<std::ops::Range<usize>>)> {
+/// The lines the engine reads that come in several runs, with each run's events; not the
+/// filtered ones (whose runs keep some of their events, in vectors of their own).
+fn lines_in_parts(
+    framed: &xprof_xspace::Framed,
+    host_events: HostEvents,
+) -> Vec<(LineKey, Vec<std::ops::Range<usize>>)> {
     let mut lines: Vec<(LineKey, Vec<std::ops::Range<usize>>)> = Vec::new();
     for r in framed.runs() {
-        if !engine_reads_plane(r.plane_name) || !engine_reads_line(r.plane_name, r.line_name) {
+        if !engine_reads_plane(r.plane_name)
+            || !engine_reads_line(r.plane_name, r.line_name)
+            || only_events_with(r.plane_name, host_events).is_some()
+        {
             continue;
         }
         let key = (r.plane, r.run.line);
@@ -625,15 +660,17 @@ fn module_ids(modules: &[EmbeddedModule<'_>]) -> Vec<(u64, i64)> {
 
 /// Open `path` and convert it to the model in the pass that validates it (the events of the
 /// lines the engine reads are converted as the reader checks them, in parallel runs), running
-/// `also` on the capture's embedded HLO modules meanwhile. Errors, dropped planes and
-/// diagnostics are [`xprof_xspace::XSpace::open`]'s.
+/// `also` on the capture's embedded HLO modules meanwhile. Every event is validated; the host
+/// threads' are converted as `host_events` says. Errors, dropped planes and diagnostics are
+/// [`xprof_xspace::XSpace::open`]'s.
 pub fn load_host_space<R: Send>(
     path: &std::path::Path,
+    host_events: HostEvents,
     also: impl Fn(&[EmbeddedModule<'_>]) -> R + Sync,
 ) -> Result<(xprof_xspace::XSpace, Vec<Plane>, R), xprof_xspace::XSpaceError> {
     use rayon::prelude::*;
     let framed = xprof_xspace::XSpace::open_framed(path, &xprof_xspace::ReadOptions::default())?;
-    let long = lines_in_parts(&framed);
+    let long = lines_in_parts(&framed, host_events);
     // Each such line's buffer, written through in parallel so that its pages are faulted in
     // on both cores; its runs then overwrite their parts.
     let mut buffers: Vec<Vec<Event>> = long
@@ -655,6 +692,7 @@ pub fn load_host_space<R: Send>(
         }
     }
     let scan = Convert {
+        host_events,
         keys: Default::default(),
         parts: std::sync::Mutex::new(parts),
     };
@@ -756,13 +794,15 @@ pub(crate) fn embedded_module_infos(modules: &[EmbeddedModule<'_>]) -> Vec<HloMo
         .collect()
 }
 
-/// One host's model from converted planes, the embedded modules and extra ones (first wins).
+/// One host's model from converted planes (holding the host threads' `host_events`), the
+/// embedded modules and extra ones (first wins).
 pub(crate) fn host_model(
     host: &str,
     space: &xprof_xspace::XSpace,
     planes: Vec<Plane>,
     infos: Vec<HloModuleInfo>,
     extra_modules: Vec<HloModuleInfo>,
+    host_events: HostEvents,
 ) -> HostSpace {
     let mut modules = HashMap::new();
     for info in infos {
@@ -789,6 +829,7 @@ pub(crate) fn host_model(
         errors: space.errors().into_iter().map(str::to_string).collect(),
         warnings: space.warnings().into_iter().map(str::to_string).collect(),
         modules,
+        host_events,
     }
 }
 

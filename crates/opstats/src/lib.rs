@@ -10,8 +10,9 @@
 //!   category, program, framework op), the host framework-op database, the XLA ops a CPU backend
 //!   ran on host threads, duty cycle, peak numbers ([`device::PerfEnv`]), the run environment and
 //!   the step database ([`steps::StepDb`], with its `source`).
-//!   [`opstats::build_with`] with [`opstats::BuildOptions`] `{ steps: false }` skips the step
-//!   database (left empty) for views that read no step.
+//!   [`opstats::build_with`] with [`opstats::BuildOptions::OP_DATABASES`] skips the step
+//!   database and the host framework ops (left empty) for views that read neither, on a model
+//!   [`load::load_host_with`] loads with only the host-thread events they need.
 //! * [`opstats::combine`] — several hosts → one `OpStats` (spec §6).
 //! * [`views`] — XProf's views computed from `OpStats` with XProf's numbers: overview page,
 //!   hlo_stats, op_profile, roofline model, device information; each returns plain structs or

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::adapter::{embedded_module_infos, host_model, module_info};
-use crate::model::{HloModuleInfo, HostSpace};
+use crate::model::{HloModuleInfo, HostEvents, HostSpace};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -114,6 +114,17 @@ pub fn load_host(
     xspace: &Path,
     hlo_files: &[PathBuf],
 ) -> Result<(HostSpace, Vec<String>), LoadError> {
+    load_host_with(host, xspace, hlo_files, HostEvents::All)
+}
+
+/// [`load_host`] keeping only the host-thread events `host_events` names (what a build needs:
+/// [`crate::BuildOptions::host_events`]).
+pub fn load_host_with(
+    host: &str,
+    xspace: &Path,
+    hlo_files: &[PathBuf],
+    host_events: HostEvents,
+) -> Result<(HostSpace, Vec<String>), LoadError> {
     if std::fs::metadata(xspace).is_ok_and(|m| m.len() == 0) {
         return Err(LoadError::Empty {
             path: xspace.to_path_buf(),
@@ -122,7 +133,7 @@ pub fn load_host(
     // The HLO modules (embedded, and the run's files except the programs the capture embeds:
     // each decoded once) are decoded while the events are converted.
     let (space, planes, (infos, (modules, mut warnings))) =
-        crate::adapter::load_host_space(xspace, |modules| {
+        crate::adapter::load_host_space(xspace, host_events, |modules| {
             let embedded: std::collections::HashSet<u64> =
                 modules.iter().map(|m| m.program_id).collect();
             rayon::join(
@@ -133,5 +144,6 @@ pub fn load_host(
     if !space.is_complete() {
         warnings.extend(space.diagnostics().iter().cloned());
     }
-    Ok((host_model(host, &space, planes, infos, modules), warnings))
+    let model = host_model(host, &space, planes, infos, modules, host_events);
+    Ok((model, warnings))
 }

@@ -687,6 +687,21 @@ pub struct HostSpace {
     /// XProf runs no grouping pass on this capture and takes its `group_id` stats as they are
     /// ([`skips_grouping`]); `false` for the captures profilers write.
     pub skips_grouping: bool,
+    /// Which events of the host threads the space holds.
+    pub host_events: HostEvents,
+}
+
+/// Which events of the host threads plane (`/host:CPU`) a [`HostSpace`] holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HostEvents {
+    /// All of them: what the host framework-op database and the step grouping walk.
+    #[default]
+    All,
+    /// Only the XLA ops a CPU backend ran on host threads (events with an `hlo_op` stat), all
+    /// the op databases read. On a JAX CPU capture the rest (Python, runtime and thread-pool
+    /// events) is ~90 % of the events; a load that keeps only these still validates them all
+    /// but converts none of them.
+    XlaOps,
 }
 
 /// Whether XProf 2.24.2 skips its event grouping (step numbering) on a capture, given its

@@ -12,7 +12,7 @@ use crate::device::{
 };
 use crate::host::{HOST_THREADS, framework_op_db, host_xla_op_db};
 use crate::metrics::{DbCombiner, OpMetricsDb};
-use crate::model::{HostSpace, Plane, StatKey};
+use crate::model::{HostEvents, HostSpace, Plane, StatKey};
 use crate::steps::{StepDb, StepsSource, infer_module_steps, step_db};
 
 /// XProf's hardware classes.
@@ -83,11 +83,36 @@ pub struct BuildOptions {
     /// for views that read no step (hlo_stats, op_profile, device information). On a CPU capture
     /// the step grouping walks every host-thread event.
     pub steps: bool,
+    /// The host threads' framework-op database (`host_db`, which the overview reads). `false`
+    /// leaves it empty.
+    pub host_framework_ops: bool,
+}
+
+impl BuildOptions {
+    /// The op databases, run and performance environment alone: what hlo_stats, op_profile,
+    /// the top ops, the profile summary and device information read. Of the host threads it
+    /// needs only the XLA ops a CPU backend ran there ([`HostEvents::XlaOps`]).
+    pub const OP_DATABASES: BuildOptions = BuildOptions {
+        steps: false,
+        host_framework_ops: false,
+    };
+
+    /// The host-thread events a model must hold for this build (what to load).
+    pub fn host_events(self) -> HostEvents {
+        if self.steps || self.host_framework_ops {
+            HostEvents::All
+        } else {
+            HostEvents::XlaOps
+        }
+    }
 }
 
 impl Default for BuildOptions {
     fn default() -> Self {
-        BuildOptions { steps: true }
+        BuildOptions {
+            steps: true,
+            host_framework_ops: true,
+        }
     }
 }
 
@@ -118,6 +143,19 @@ pub fn build(space: &HostSpace) -> OpStats {
 
 /// [`build`], computing only what `opts` asks for.
 pub fn build_with(space: &HostSpace, opts: BuildOptions) -> OpStats {
+    // A model loaded for fewer host events cannot give what needs them all: building it
+    // would answer from a fraction of the host threads.
+    debug_assert!(
+        space.host_events == HostEvents::All || opts.host_events() == space.host_events,
+        "a build asking for {:?} on a model holding {:?}",
+        opts.host_events(),
+        space.host_events
+    );
+    let opts = if space.host_events == HostEvents::All {
+        opts
+    } else {
+        BuildOptions::OP_DATABASES
+    };
     let (tpu, gpu) = device_planes(space);
     let hardware_type = if !tpu.is_empty() {
         HardwareType::Tpu
@@ -204,7 +242,11 @@ pub fn build_with(space: &HostSpace, opts: BuildOptions) -> OpStats {
     let ((host_db, host_xla_db), steps) = rayon::join(
         || {
             rayon::join(
-                || host.map(framework_op_db).unwrap_or_default(),
+                || {
+                    host.filter(|_| opts.host_framework_ops)
+                        .map(framework_op_db)
+                        .unwrap_or_default()
+                },
                 || {
                     if hardware_type == HardwareType::CpuOnly {
                         host.and_then(|h| host_xla_op_db(h, &space.modules))

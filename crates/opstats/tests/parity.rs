@@ -610,9 +610,8 @@ fn local_sharded_collectives_run_once_per_device_per_step() {
     }
 }
 
-/// The lazy reader and the prost decoder feed the engine the same model.
-#[test]
-fn reader_and_prost_adapters_agree() {
+/// The XSpace files of the bundled fixtures and, when present, the corpus.
+fn capture_files() -> Vec<PathBuf> {
     let mut files = vec![];
     let root =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/jax-cpu/logdir/plugins/profile");
@@ -625,7 +624,13 @@ fn reader_and_prost_adapters_agree() {
             files.push(run_dir(&c, f).join("host0.xplane.pb"));
         }
     }
-    for f in files {
+    files
+}
+
+/// The lazy reader and the prost decoder feed the engine the same model.
+#[test]
+fn reader_and_prost_adapters_agree() {
+    for f in capture_files() {
         let space = xprof_opstats::load::read_xspace(&f).unwrap();
         let a = build(&xprof_opstats::adapter::host_space("h", &space, vec![]));
         let (m, _) = load_host("h", &f, &[]).unwrap();
@@ -734,4 +739,85 @@ fn modules_of_a_metadata_plane_dropped_for_a_corrupt_event_are_not_used() {
         warnings.iter().any(|w| w.contains("/host:metadata")),
         "{warnings:?}"
     );
+}
+
+/// A model loaded with only the host threads' XLA ops gives the op-database views exactly what
+/// the whole model gives them, and holds only those events of the host threads.
+#[test]
+fn a_model_of_the_host_xla_ops_alone_gives_the_same_op_databases() {
+    use xprof_opstats::model::{HostEvents, StatKey};
+    use xprof_opstats::{BuildOptions, build_with, load::load_host_with};
+    let events = |m: &xprof_opstats::HostSpace| -> Vec<(String, usize)> {
+        m.planes
+            .iter()
+            .map(|p| (p.name.clone(), p.lines.iter().map(|l| l.events.len()).sum()))
+            .collect()
+    };
+    let mut fewer = 0;
+    for f in capture_files() {
+        let hlo: Vec<PathBuf> = std::fs::read_dir(f.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().ends_with(".hlo_proto.pb"))
+            .collect();
+        let what = f.display();
+        let (all, _) = load_host_with("h", &f, &hlo, HostEvents::All).unwrap();
+        let (lean, _) = load_host_with("h", &f, &hlo, HostEvents::XlaOps).unwrap();
+        assert_eq!(lean.host_events, HostEvents::XlaOps);
+        let a = build_with(&all, BuildOptions::OP_DATABASES);
+        let b = build_with(&lean, BuildOptions::OP_DATABASES);
+        assert_eq!(a.device_db, b.device_db, "{what}");
+        assert_eq!(a.host_xla_db, b.host_xla_db, "{what}");
+        assert_eq!(a.run_env, b.run_env, "{what}");
+        assert_eq!(a.perf_env, b.perf_env, "{what}");
+        assert_eq!(a.program_names, b.program_names, "{what}");
+        assert_eq!(a.errors, b.errors, "{what}");
+        assert_eq!(a.warnings, b.warnings, "{what}");
+        match (views::op_db(&a), views::op_db(&b)) {
+            (Some((da, ha)), Some((db, hb))) => {
+                assert_eq!(ha, hb, "{what}");
+                assert_eq!(
+                    views::hlo_stats_of(&a, da),
+                    views::hlo_stats_of(&b, db),
+                    "{what}"
+                );
+            }
+            (None, None) => {}
+            _ => panic!("{what}: one model has an op database, the other not"),
+        }
+        // Device planes whole; of the host threads, only the events with an `hlo_op`.
+        let host = xprof_opstats::host::HOST_THREADS;
+        for ((name, n_all), (_, n_lean)) in events(&all).into_iter().zip(events(&lean)) {
+            if name != host {
+                assert_eq!(n_all, n_lean, "{what}: {name}");
+            }
+        }
+        let kept = |m: &xprof_opstats::HostSpace| -> Vec<usize> {
+            m.plane(host)
+                .map(|p| {
+                    p.lines
+                        .iter()
+                        .flat_map(|l| &l.events)
+                        .filter(|e| e.stats.has(StatKey::HloOp))
+                        .map(|e| e.start_ps as usize)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        assert_eq!(kept(&all), kept(&lean), "{what}");
+        let lean_host: usize = events(&lean)
+            .iter()
+            .filter(|(n, _)| n == host)
+            .map(|(_, k)| k)
+            .sum();
+        assert_eq!(lean_host, kept(&lean).len(), "{what}: only hlo_op events");
+        let all_host: usize = events(&all)
+            .iter()
+            .filter(|(n, _)| n == host)
+            .map(|(_, k)| k)
+            .sum();
+        fewer += usize::from(lean_host < all_host);
+    }
+    // The bundled CPU captures have Python and runtime events on their host threads.
+    assert!(fewer >= 4, "{fewer}");
 }

@@ -430,7 +430,7 @@ fn build_without_steps_leaves_them_empty_and_the_op_views_unchanged() {
     };
     let space = host_space("host0", &capture().build(), Vec::new());
     let full = build(&space);
-    let lean = xprof_opstats::build_with(&space, xprof_opstats::BuildOptions { steps: false });
+    let lean = xprof_opstats::build_with(&space, xprof_opstats::BuildOptions::OP_DATABASES);
     assert_eq!(full.steps.source, StepsSource::StepsLine);
     assert_eq!(lean.steps, Default::default());
     assert!(lean.steps_inferred.is_empty());

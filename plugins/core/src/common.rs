@@ -60,8 +60,13 @@ pub fn op_stats_with<'a>(
     let mut warnings = Vec::new();
     let one_shot = xprof_plugin_support::is_cli_call(call);
     for (i, h) in hosts.iter().enumerate() {
-        let (space, w) =
-            xprof_opstats::load::load_host(&h.name, &h.path, &s.hlo_protos).map_err(load_error)?;
+        let (space, w) = xprof_opstats::load::load_host_with(
+            &h.name,
+            &h.path,
+            &s.hlo_protos,
+            opts.host_events(),
+        )
+        .map_err(load_error)?;
         warnings.extend(w);
         per_host.push(xprof_opstats::build_with(&space, opts));
         // The last model of a one-shot CLI call is left to process exit, which returns its

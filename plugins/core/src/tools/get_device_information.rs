@@ -37,7 +37,7 @@ impl Tool for GetDeviceInformation {
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let s = session(call)?;
         let (st, used, warnings) =
-            crate::common::op_stats_with(call, &s, xprof_opstats::BuildOptions { steps: false })?;
+            crate::common::op_stats_with(call, &s, xprof_opstats::BuildOptions::OP_DATABASES)?;
         let Some(info) = xprof_opstats::views::device_information(&st) else {
             return Ok(ToolOutput::no_data(
                 "the capture has no /device:TPU or /device:GPU plane (CPU-only), so there is no device envelope",

@@ -60,7 +60,7 @@ impl Tool for GetOpProfile {
         let include_idle = call.bool_or("include_idle", true)?;
         let s = session(call)?;
         let (st, used, warnings) =
-            crate::common::op_stats_with(call, &s, xprof_opstats::BuildOptions { steps: false })?;
+            crate::common::op_stats_with(call, &s, xprof_opstats::BuildOptions::OP_DATABASES)?;
         let Some((db, host_executed)) = xprof_opstats::views::op_db(&st) else {
             return Ok(ToolOutput::no_data(
                 xprof_opstats::views::no_op_reason(&st),

@@ -42,7 +42,7 @@ impl Tool for GetProfileSummary {
         let limit = call.usize_or("limit", 15)?.max(1);
         let s = session(call)?;
         let (st, used, warnings) =
-            crate::common::op_stats_with(call, &s, xprof_opstats::BuildOptions { steps: false })?;
+            crate::common::op_stats_with(call, &s, xprof_opstats::BuildOptions::OP_DATABASES)?;
         let mut text = format!("Profile Summary for: {}\n\n", s.run);
         let mut top = Vec::new();
         let mut body = Map::new();

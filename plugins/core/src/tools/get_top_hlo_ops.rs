@@ -118,7 +118,7 @@ impl Tool for GetTopHloOps {
         let limit = call.usize_or("limit", 10)?.max(1);
         let s = session(call)?;
         let (st, used, warnings) =
-            crate::common::op_stats_with(call, &s, xprof_opstats::BuildOptions { steps: false })?;
+            crate::common::op_stats_with(call, &s, xprof_opstats::BuildOptions::OP_DATABASES)?;
         let Some((db, host_executed)) = xprof_opstats::views::op_db(&st) else {
             return Ok(ToolOutput::no_data(
                 xprof_opstats::views::no_op_reason(&st),
