@@ -97,6 +97,13 @@ impl BuildOptions {
         host_framework_ops: false,
     };
 
+    /// The step database and the op databases, without the host framework ops: what the step
+    /// trace and the roofline model read.
+    pub const STEPS_AND_OP_DATABASES: BuildOptions = BuildOptions {
+        steps: true,
+        host_framework_ops: false,
+    };
+
     /// The host-thread events a model must hold for this build (what to load).
     pub fn host_events(self) -> HostEvents {
         if self.steps || self.host_framework_ops {

@@ -3,7 +3,7 @@ use xprof_memory::{modules, reshapes};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
 use super::get_memory_viewer::{list_modules, memory_error, no_modules};
-use crate::common::{op_stats, session, with_capture};
+use crate::common::{op_stats_with, session, with_capture};
 
 pub struct DetectUnfusedReshapes;
 register_tool!(DetectUnfusedReshapes);
@@ -56,7 +56,8 @@ impl Tool for DetectUnfusedReshapes {
         let limit = call.usize_or("limit", 50)?;
         let s = session(call)?;
         let mods = list_modules(call, &s)?;
-        let (st, used, mut warnings) = op_stats(call, &s)?;
+        let (st, used, mut warnings) =
+            op_stats_with(call, &s, xprof_opstats::BuildOptions::OP_DATABASES)?;
         if mods.is_empty() {
             return Ok(no_modules(&s, &used));
         }

@@ -1,7 +1,7 @@
 use serde_json::{Map, Value, json};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use crate::common::{op_stats, session, with_capture};
+use crate::common::{op_stats_with, session, with_capture};
 
 pub struct GetRooflineModel;
 register_tool!(GetRooflineModel);
@@ -67,7 +67,11 @@ impl Tool for GetRooflineModel {
         let include_io = call.bool_or("include_infeed_outfeed", true)?;
         let limit = call.usize_or("limit", 25)?.max(1);
         let s = session(call)?;
-        let (st, used, warnings) = op_stats(call, &s)?;
+        let (st, used, warnings) = op_stats_with(
+            call,
+            &s,
+            xprof_opstats::BuildOptions::STEPS_AND_OP_DATABASES,
+        )?;
         if st.perf_env.is_none() {
             return Ok(ToolOutput::no_data(
                 "the capture has no /device:TPU or /device:GPU plane (CPU-only): a roofline needs device peaks; see get_hlo_stats for the host-executed ops",

@@ -1,7 +1,7 @@
 use serde_json::{Map, Value, json};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use crate::common::{op_stats, session, with_capture};
+use crate::common::{op_stats_with, session, with_capture};
 
 pub struct GetStepTrace;
 register_tool!(GetStepTrace);
@@ -46,7 +46,11 @@ impl Tool for GetStepTrace {
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let limit = call.usize_or("limit", 100)?.max(1);
         let s = session(call)?;
-        let (st, used, warnings) = op_stats(call, &s)?;
+        let (st, used, warnings) = op_stats_with(
+            call,
+            &s,
+            xprof_opstats::BuildOptions::STEPS_AND_OP_DATABASES,
+        )?;
         let mut summary = xprof_opstats::views::steps_summary(&st);
         let mut body: Map<String, Value> = summary
             .as_object_mut()
