@@ -38,10 +38,12 @@ pub fn op_stats<'a>(
     op_stats_with(call, s, xprof_opstats::BuildOptions::default())
 }
 
-/// [`op_stats`] with engine options: op-table tools whose output has no step field (hlo_stats,
-/// top ops, op_profile, device information, profile summary) skip the step database, a third of
-/// the build on large CPU captures. Not for the roofline (its `Average` set and diagnostics read
-/// the steps), the overview or the step tools.
+/// [`op_stats`] building only what a tool reads (`xprof_opstats::BuildOptions`): op-table
+/// tools (hlo_stats, top ops, op_profile, device information, profile summary, reshapes) take
+/// `OP_DATABASES`, which skips the step database and the host framework ops and loads only the
+/// host threads' XLA ops (a CPU capture's conversion, mostly); the step trace and the roofline
+/// (its `Average` set and diagnostics read the steps) take `STEPS_AND_OP_DATABASES`. The
+/// overview and what reads the host framework ops take everything ([`op_stats`]).
 pub fn op_stats_with<'a>(
     call: &mut Call,
     s: &'a Session,
