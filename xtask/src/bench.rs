@@ -171,6 +171,14 @@ const CASES: &[Case] = &[
         quick: false,
     },
     Case {
+        id: "kpi.jax_large",
+        what: "overview KPIs and the allocator peak",
+        tool: "get_kpi_metrics",
+        args: &["{jax_large}"],
+        competitor: Some(&["get_kpi_metrics", "{jax_large}"]),
+        quick: false,
+    },
+    Case {
         id: "top_hlo_ops.jax_large",
         what: "top HLO ops",
         tool: "get_top_hlo_ops",
