@@ -1368,6 +1368,18 @@ pub fn op_db(s: &OpStats) -> Option<(&OpMetricsDb, bool)> {
         .map(|d| (d, true))
 }
 
+/// What the op tables' self-time percentages divide by, for [`op_db`]'s database: on a CPU
+/// capture the host threads' time (idle included, as XProf's device tables include a device's
+/// idle time), which several threads make larger than the capture.
+pub fn self_time_basis(host_executed: bool) -> &'static str {
+    if host_executed {
+        "time of the host threads that ran XLA ops: each thread's span from its first op's start \
+         to its last op's end, idle included, summed over the threads"
+    } else {
+        "total time of the devices' op timelines, idle included (XProf's hlo_stats basis)"
+    }
+}
+
 /// Why [`op_db`] found no op, naming what the capture lacks.
 pub fn no_op_reason(s: &OpStats) -> String {
     match s.run_env.hardware_type {

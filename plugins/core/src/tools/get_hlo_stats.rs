@@ -29,7 +29,7 @@ impl Tool for GetHloStats {
             .integer_min("limit", "Maximum rows (0 = all).", Some(100), 0)
     }
     fn output(&self) -> &'static str {
-        "{capture, run, host_executed, total_records, returned_records, truncated, rows: [...]}"
+        "{capture, run, host_executed, total_time_ps, self_time_percent_basis, total_records, returned_records, truncated, rows: [...]}"
     }
     fn examples(&self) -> Vec<Example> {
         vec![
@@ -66,6 +66,10 @@ impl Tool for GetHloStats {
         let mut body = Map::new();
         body.insert("host_executed".into(), json!(host_executed));
         body.insert("total_time_ps".into(), json!(db.total_time_ps));
+        body.insert(
+            "self_time_percent_basis".into(),
+            json!(xprof_opstats::views::self_time_basis(host_executed)),
+        );
         body.insert("total_records".into(), json!(total));
         body.insert("returned_records".into(), json!(shown.len()));
         body.insert("truncated".into(), json!(shown.len() < total));

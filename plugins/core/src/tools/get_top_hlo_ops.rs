@@ -98,7 +98,7 @@ impl Tool for GetTopHloOps {
             .integer_min("limit", "Entries per list.", Some(10), 1)
     }
     fn output(&self) -> &'static str {
-        "{capture, run, source, host_executed, top_by_time, top_by_flops, top_by_bytes_accessed, total_records}"
+        "{capture, run, source, host_executed, top_by_time, top_by_flops, top_by_bytes_accessed, total_records, device_total_time_ps, self_time_percent_basis}"
     }
     fn examples(&self) -> Vec<Example> {
         vec![
@@ -173,6 +173,10 @@ impl Tool for GetTopHloOps {
         }
         body.insert("total_records".into(), json!(rows.len()));
         body.insert("device_total_time_ps".into(), json!(db.total_time_ps));
+        body.insert(
+            "self_time_percent_basis".into(),
+            json!(xprof_opstats::views::self_time_basis(host_executed)),
+        );
         Ok(with_capture(&s, &used, &warnings, body).into())
     }
 }
@@ -206,6 +210,18 @@ mod tests {
         let r = top(logdir.display().to_string(), Some("mlp_steps"));
         assert_eq!(r["host_executed"], json!(true));
         assert!(!r["top_by_time"].as_array().unwrap().is_empty());
+        // Each percentage is of the stated basis, whose total is `device_total_time_ps`.
+        let basis = r["self_time_percent_basis"].as_str().unwrap();
+        assert!(basis.contains("host threads"), "{basis}");
+        let total = r["device_total_time_ps"].as_f64().unwrap();
+        for op in r["top_by_time"].as_array().unwrap() {
+            let share = 100.0 * op["total_self_time_ps"].as_f64().unwrap() / total;
+            let pct = op["self_time_percent"].as_f64().unwrap();
+            assert!(
+                (share - pct).abs() <= 1e-9 * share.max(1.0),
+                "{share} vs {pct}"
+            );
+        }
         for key in ["top_by_flops", "top_by_bytes_accessed"] {
             assert_eq!(r[key], json!([]), "{key}");
             let reason = r[format!("{key}_reason")].as_str().unwrap_or_default();
@@ -249,6 +265,8 @@ mod tests {
             .collect();
         assert!(bytes.iter().all(|b| *b > 0.0), "{bytes:?}");
         assert!(r.get("top_by_flops_reason").is_none());
+        let basis = r["self_time_percent_basis"].as_str().unwrap();
+        assert!(basis.contains("devices"), "{basis}");
         // The capture's one op is a Pallas kernel: FLOPs from the trace, no bytes anywhere.
         if bytes.is_empty() {
             let reason = r["top_by_bytes_accessed_reason"].as_str().unwrap();
