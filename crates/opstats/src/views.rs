@@ -1402,6 +1402,8 @@ pub fn no_op_reason(s: &OpStats) -> String {
 struct NodeEnv<'a> {
     perf: Option<&'a PerfEnv>,
     breakdown_only: bool,
+    /// The ops are a CPU backend's on host threads: no FLOP or byte counts exist for them.
+    host_executed: bool,
 }
 
 /// One op_profile node's metrics (XProf `op_profile` field names).
@@ -1444,6 +1446,22 @@ fn node_metrics(op: &OpMetrics, total_ps: u64, env: NodeEnv<'_>) -> Value {
         "flops": flops_util.min(1.0) * frac,
         "bandwidthUtils": bandwidth,
     });
+    // Unknown, not 0: the trace gives host-executed ops no cost (XProf has no such view).
+    if env.host_executed
+        && !op.is_idle()
+        && let Some(map) = m.as_object_mut()
+    {
+        for key in [
+            "rawFlops",
+            "bf16Flops",
+            "flops",
+            "rawBytesAccessedArray",
+            "bandwidthUtils",
+        ] {
+            null_with(map, key, reasons::HOST_NO_COST, None);
+        }
+        return m;
+    }
     if !xprof_counts_them
         && hbm > 0
         && let Some(map) = m.as_object_mut()
@@ -1482,12 +1500,13 @@ fn sum_into(dst: &mut OpMetrics, src: &OpMetrics) {
 /// op_profile: root → (program →) category → op, with IDLE as a root child when `with_idle`.
 /// `group_by` = "program" or "category".
 pub fn op_profile(s: &OpStats, group_by: &str, with_idle: bool) -> Value {
+    let Some((db, host_executed)) = op_db(s) else {
+        return json!({"name": "by_".to_string() + group_by, "children": [], "metrics": Value::Null});
+    };
     let env = NodeEnv {
         perf: s.perf_env.as_ref(),
         breakdown_only: s.run_env.hardware_type == HardwareType::Tpu,
-    };
-    let Some((db, host_executed)) = op_db(s) else {
-        return json!({"name": "by_".to_string() + group_by, "children": [], "metrics": Value::Null});
+        host_executed,
     };
     let total = if with_idle {
         db.total_time_ps

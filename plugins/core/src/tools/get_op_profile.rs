@@ -85,3 +85,62 @@ impl Tool for GetOpProfile {
         Ok(with_capture(&s, &used, &warnings, body).into())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+    use xprof_plugin_api::sdk::{invoke_json, testing};
+
+    /// Every node below `v`, itself included.
+    fn nodes<'a>(v: &'a Value, out: &mut Vec<&'a Value>) {
+        out.push(v);
+        for c in v["children"].as_array().into_iter().flatten() {
+            nodes(c, out);
+        }
+    }
+
+    /// Regression: on a CPU capture the host-executed ops' FLOPs, bytes and utilizations read
+    /// 0 although the trace has no cost for them at all.
+    #[test]
+    fn host_executed_ops_have_unknown_costs_not_zero() {
+        let logdir =
+            testing::workspace_root(env!("CARGO_MANIFEST_DIR")).join("fixtures/jax-cpu/logdir");
+        let args = json!({"path": logdir.display().to_string(), "run": "mlp_steps"});
+        let r = invoke_json(
+            env!("CARGO_CRATE_NAME"),
+            "get_op_profile",
+            &args.to_string(),
+            "{}",
+        )
+        .map(|env| env["result"].clone())
+        .unwrap();
+        assert_eq!(r["host_executed"], json!(true));
+        let mut all = Vec::new();
+        nodes(&r["profile"], &mut all);
+        let (idle, ops): (Vec<&Value>, Vec<&Value>) =
+            all.into_iter().partition(|n| n["name"] == "IDLE");
+        assert_eq!(idle.len(), 1);
+        assert!(ops.len() > 3, "{}", ops.len());
+        for n in ops {
+            let m = &n["metrics"];
+            for key in [
+                "rawFlops",
+                "bf16Flops",
+                "flops",
+                "rawBytesAccessedArray",
+                "bandwidthUtils",
+            ] {
+                assert_eq!(m[key], Value::Null, "{}: {key}", n["name"]);
+                let reason = m[format!("{key}_reason")].as_str().unwrap_or_default();
+                assert!(
+                    reason.contains("host CPU threads"),
+                    "{}: {reason}",
+                    n["name"]
+                );
+            }
+            assert!(m["rawTime"].as_u64().is_some(), "{}", n["name"]);
+        }
+        // IDLE does no work: its zero is a measurement.
+        assert_eq!(idle[0]["metrics"]["rawFlops"], json!(0));
+    }
+}
