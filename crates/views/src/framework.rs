@@ -11,6 +11,13 @@ use xprof_opstats::tfop::parse_tf_op;
 
 use crate::table::{Table, placeholder, ps_to_us, safe_div};
 
+/// What the framework tables read of the engine: the op databases, host framework ops
+/// included, and no step (on a CPU capture the step grouping walks every host event).
+pub const BUILD: xprof_opstats::BuildOptions = xprof_opstats::BuildOptions {
+    steps: false,
+    host_framework_ops: true,
+};
+
 /// XProf shows at most 500 device ops and 500 host ops.
 pub const MAX_OPS: usize = 500;
 

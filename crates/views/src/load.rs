@@ -169,6 +169,17 @@ impl LoadedRun {
         self.op_stats_checked().map(|x| x.0)
     }
 
+    /// [`LoadedRun::op_stats`] computing only what `opts` asks for (e.g. no step database for
+    /// a view that reads no step: on a CPU capture the grouping walks every host event).
+    pub fn op_stats_with(&self, opts: xprof_opstats::BuildOptions) -> Option<OpStats> {
+        let per_host: Vec<OpStats> = self
+            .hosts
+            .par_iter()
+            .map(|h| xprof_opstats::build_with(&h.model, opts))
+            .collect();
+        xprof_opstats::combine(per_host)
+    }
+
     /// [`LoadedRun::op_stats`] and whether several hosts had steps but the combination kept
     /// none (XProf's "empty intersection" diagnostic).
     pub fn op_stats_checked(&self) -> Option<(OpStats, bool)> {

@@ -16,7 +16,10 @@ fn framework_op_stats_equals_xprof() {
     let mut n = 0;
     for (name, run, oracle_dir) in oracle_fixtures() {
         let r = load(&run);
-        let s = r.op_stats().expect("op stats");
+        // Built as the tool builds it (no step database).
+        let s = r
+            .op_stats_with(xprof_views::framework::BUILD)
+            .expect("op stats");
         let (with_idle, without_idle) = xprof_views::framework::framework_op_stats(&s);
         let Some(o) = oracle_opt(&oracle_dir, "framework_op_stats") else {
             continue;

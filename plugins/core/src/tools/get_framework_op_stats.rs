@@ -61,7 +61,7 @@ impl Tool for GetFrameworkOpStats {
         let s = session(call)?;
         let (run, used) = load_run(call, &s)?;
         let st = run
-            .op_stats()
+            .op_stats_with(xprof_views::framework::BUILD)
             .ok_or_else(|| ToolError::internal("no host selected"))?;
         // GPU: Tensor Core utilization per framework op comes from the kernel stats.
         let kernels = if st.run_env.device_type.contains("GPU") {
