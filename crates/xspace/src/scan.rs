@@ -12,6 +12,10 @@
 //! [`XSpace::open_framed`] is the same in two steps: the framed capture tells how its events
 //! fall into runs ([`Framed::runs`]) before [`Framed::scan`] visits them, so a scan can lay
 //! out its output first (e.g. one buffer per line that its runs fill in place).
+//!
+//! A scan that needs only the events carrying some stat (the engine's op tables: the host
+//! threads' events with an `hlo_op`) names its ids ([`EventScan::only_events_with`]); the
+//! others are validated and not handed over, and the test costs nothing beyond the validation.
 
 use std::ops::Range;
 
