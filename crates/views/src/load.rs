@@ -172,26 +172,25 @@ impl LoadedRun {
     /// [`LoadedRun::op_stats`] computing only what `opts` asks for (e.g. no step database for
     /// a view that reads no step: on a CPU capture the grouping walks every host event).
     pub fn op_stats_with(&self, opts: xprof_opstats::BuildOptions) -> Option<OpStats> {
-        let per_host: Vec<OpStats> = self
-            .hosts
-            .par_iter()
-            .map(|h| xprof_opstats::build_with(&h.model, opts))
-            .collect();
-        xprof_opstats::combine(per_host)
+        xprof_opstats::combine(self.per_host(opts))
     }
 
     /// [`LoadedRun::op_stats`] and whether several hosts had steps but the combination kept
     /// none (XProf's "empty intersection" diagnostic).
     pub fn op_stats_checked(&self) -> Option<(OpStats, bool)> {
-        let per_host: Vec<OpStats> = self
-            .hosts
-            .par_iter()
-            .map(|h| xprof_opstats::build(&h.model))
-            .collect();
+        let per_host = self.per_host(xprof_opstats::BuildOptions::default());
         let had_steps = per_host.len() > 1 && per_host.iter().any(|h| !h.steps.steps.is_empty());
         let combined = xprof_opstats::combine(per_host)?;
         let empty = had_steps && combined.steps.steps.is_empty();
         Some((combined, empty))
+    }
+
+    /// Each host's OpStats, built in parallel.
+    fn per_host(&self, opts: xprof_opstats::BuildOptions) -> Vec<OpStats> {
+        self.hosts
+            .par_iter()
+            .map(|h| xprof_opstats::build_with(&h.model, opts))
+            .collect()
     }
 
     /// Core details of every device plane, keyed like the engine's step cores: plane id, offset
