@@ -9,7 +9,7 @@
 //! (`ToolEntry::descriptor`: the schema and examples are the plugin's own text); and the
 //! refusals — to a small per-user file next to the result cache (`<cache dir>/registry/<hash of
 //! the search path>.json`), guarded by a manifest (module `cache::manifest`) of the plugin
-//! directories (their listings), the plugin files and the `xprof` executable itself. A tool
+//! directories, the plugin files and the `xprof` executable itself. A tool
 //! call whose name the index knows then opens that one file, reads and checks its `abi_info()`
 //! as the full load does (protocol, first-party trust), and registers the one tool from its
 //! recorded descriptor, without calling `descriptors()` (which builds and serialises every
@@ -157,7 +157,7 @@ fn index_path(dirs: &str) -> Option<PathBuf> {
     cache_dir().map(|d| d.join("registry").join(format!("{}.json", &digest[..32])))
 }
 
-/// The inputs the index depends on: each plugin directory (its listing), each plugin file in
+/// The inputs the index depends on: each plugin directory (its entries), each plugin file in
 /// it, and the executable (a new host may order or check plugins differently).
 fn inputs(disc: &Discovery) -> Vec<Value> {
     let mut v = crate::cache::plugin_inputs(disc);

@@ -45,7 +45,23 @@ struct Case {
     competitor: Option<&'static [&'static str]>,
     /// Small input: part of `--quick`.
     quick: bool,
+    /// Where `xprof` runs from.
+    layout: Layout,
 }
+
+/// Where a case's `xprof` runs from.
+#[derive(Clone, Copy, PartialEq)]
+enum Layout {
+    /// The build directory (`target/release`), the plugins beside the binary.
+    Build,
+    /// An installed layout (`<prefix>/bin/xprof`, `<prefix>/lib/xprof/plugins`) whose `bin/`
+    /// also holds [`CROWDED_BIN_ENTRIES`] other files, like `/usr/local/bin`: the executable's
+    /// directory is a plugin directory, so what a call does with it must not grow with it.
+    CrowdedInstall,
+}
+
+/// Other files in the `bin/` of [`Layout::CrowdedInstall`].
+const CROWDED_BIN_ENTRIES: usize = 2000;
 
 const SEED_MODULE: &str = "--module_name=jit_matmul_optimized(17342868964687645945)";
 const JAX_LARGE_MODULE: &str = "--module_name=jit_train_step(12)";
@@ -65,6 +81,7 @@ const CASES: &[Case] = &[
         args: &["{seed_logdir}"],
         competitor: None,
         quick: true,
+        layout: Layout::Build,
     },
     Case {
         id: "get_hosts.seed",
@@ -73,6 +90,16 @@ const CASES: &[Case] = &[
         args: &["{seed}"],
         competitor: Some(&["get_hosts", "{seed}"]),
         quick: true,
+        layout: Layout::Build,
+    },
+    Case {
+        id: "get_hosts.seed_crowded_bin",
+        what: "get_hosts.seed, installed beside 2,000 other programs",
+        tool: "get_hosts",
+        args: &["{seed}"],
+        competitor: None,
+        quick: true,
+        layout: Layout::CrowdedInstall,
     },
     Case {
         id: "load.seed",
@@ -81,6 +108,7 @@ const CASES: &[Case] = &[
         args: &["{seed}", "--max_events=1"],
         competitor: Some(&["list_xplane_events", "{seed}", "--max_events=1"]),
         quick: true,
+        layout: Layout::Build,
     },
     Case {
         id: "load.x200",
@@ -89,6 +117,7 @@ const CASES: &[Case] = &[
         args: &["{x200}", "--max_events=1"],
         competitor: Some(&["list_xplane_events", "{x200}", "--max_events=1"]),
         quick: false,
+        layout: Layout::Build,
     },
     Case {
         id: "load.jax_large",
@@ -97,6 +126,7 @@ const CASES: &[Case] = &[
         args: &["{jax_large}", "--max_events=1"],
         competitor: Some(&["list_xplane_events", "{jax_large}", "--max_events=1"]),
         quick: false,
+        layout: Layout::Build,
     },
     Case {
         id: "aggregate.seed",
@@ -105,6 +135,7 @@ const CASES: &[Case] = &[
         args: &["{seed}"],
         competitor: Some(&["aggregate_xplane_events", "{seed}"]),
         quick: true,
+        layout: Layout::Build,
     },
     Case {
         id: "aggregate.x200",
@@ -113,6 +144,7 @@ const CASES: &[Case] = &[
         args: &["{x200}"],
         competitor: Some(&["aggregate_xplane_events", "{x200}"]),
         quick: false,
+        layout: Layout::Build,
     },
     Case {
         id: "aggregate.jax_large",
@@ -121,6 +153,7 @@ const CASES: &[Case] = &[
         args: &["{jax_large}"],
         competitor: Some(&["aggregate_xplane_events", "{jax_large}"]),
         quick: false,
+        layout: Layout::Build,
     },
     Case {
         id: "overview.mlp",
@@ -129,6 +162,7 @@ const CASES: &[Case] = &[
         args: &["{mlp}"],
         competitor: Some(&["get_overview", "{mlp}"]),
         quick: true,
+        layout: Layout::Build,
     },
     Case {
         id: "overview.seed",
@@ -137,6 +171,7 @@ const CASES: &[Case] = &[
         args: &["{seed}"],
         competitor: Some(&["get_overview", "{seed}"]),
         quick: true,
+        layout: Layout::Build,
     },
     Case {
         id: "overview.ids64",
@@ -145,6 +180,7 @@ const CASES: &[Case] = &[
         args: &["{ids64}"],
         competitor: Some(&["get_overview", "{ids64}"]),
         quick: true,
+        layout: Layout::Build,
     },
     Case {
         id: "overview.x200",
@@ -153,6 +189,7 @@ const CASES: &[Case] = &[
         args: &["{x200}"],
         competitor: Some(&["get_overview", "{x200}"]),
         quick: false,
+        layout: Layout::Build,
     },
     Case {
         id: "overview.jax_large",
@@ -161,6 +198,7 @@ const CASES: &[Case] = &[
         args: &["{jax_large}"],
         competitor: Some(&["get_overview", "{jax_large}"]),
         quick: false,
+        layout: Layout::Build,
     },
     Case {
         id: "step_trace.jax_large",
@@ -169,6 +207,7 @@ const CASES: &[Case] = &[
         args: &["{jax_large}"],
         competitor: Some(&["get_step_trace", "{jax_large}"]),
         quick: false,
+        layout: Layout::Build,
     },
     Case {
         id: "kpi.jax_large",
@@ -177,6 +216,7 @@ const CASES: &[Case] = &[
         args: &["{jax_large}"],
         competitor: Some(&["get_kpi_metrics", "{jax_large}"]),
         quick: false,
+        layout: Layout::Build,
     },
     Case {
         id: "top_hlo_ops.jax_large",
@@ -185,6 +225,7 @@ const CASES: &[Case] = &[
         args: &["{jax_large}"],
         competitor: Some(&["get_top_hlo_ops", "{jax_large}"]),
         quick: false,
+        layout: Layout::Build,
     },
     Case {
         id: "hlo_module.seed",
@@ -193,6 +234,7 @@ const CASES: &[Case] = &[
         args: &["{seed}", SEED_MODULE],
         competitor: Some(&["get_hlo_module_content", "{seed}", SEED_MODULE]),
         quick: true,
+        layout: Layout::Build,
     },
     Case {
         id: "hlo_module.jax_large",
@@ -201,6 +243,7 @@ const CASES: &[Case] = &[
         args: &["{jax_large}", JAX_LARGE_MODULE],
         competitor: Some(&["get_hlo_module_content", "{jax_large}", JAX_LARGE_MODULE]),
         quick: false,
+        layout: Layout::Build,
     },
     Case {
         id: "hlo_module.jax_large_xplane_only",
@@ -209,6 +252,7 @@ const CASES: &[Case] = &[
         args: &["{jax_large_xp}", JAX_LARGE_MODULE],
         competitor: Some(&["get_hlo_module_content", "{jax_large_xp}", JAX_LARGE_MODULE]),
         quick: false,
+        layout: Layout::Build,
     },
     Case {
         id: "llo_fit.seed",
@@ -217,6 +261,7 @@ const CASES: &[Case] = &[
         args: &["--dump_dir={jf_dump}"],
         competitor: None,
         quick: true,
+        layout: Layout::Build,
     },
     Case {
         id: "hlo_dump_modules.fixtures",
@@ -225,6 +270,7 @@ const CASES: &[Case] = &[
         args: &["--dump_dir={hlo_dump}"],
         competitor: None,
         quick: true,
+        layout: Layout::Build,
     },
 ];
 
@@ -394,6 +440,34 @@ fn target_dir() -> PathBuf {
             }
         })
         .unwrap_or_else(|| crate::root().join("target"))
+}
+
+/// Make (or refresh) the [`Layout::CrowdedInstall`] prefix under `dir` from the release build
+/// in `release`: the binary and the plugin files are copied on every bench run (they may have
+/// been rebuilt), the other entries of `bin/` once. Returns the installed binary.
+fn crowded_install(release: &Path, dir: &Path) -> crate::Result<PathBuf> {
+    let bin = dir.join("bin");
+    let plugins = dir.join("lib/xprof/plugins");
+    std::fs::create_dir_all(&bin)?;
+    std::fs::create_dir_all(&plugins)?;
+    for i in 0..CROWDED_BIN_ENTRIES {
+        let f = bin.join(format!("program-{i:04}"));
+        if !f.exists() {
+            std::fs::write(&f, b"")?;
+        }
+    }
+    for e in std::fs::read_dir(release)?.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        // The plugin files the host would load from the build directory (not cargo's hashed
+        // copies, which have a `-` in their names).
+        if name.starts_with("libxprof_plugin_") && name.ends_with(".so") && !name.contains('-') {
+            std::fs::copy(e.path(), plugins.join(&*name))?;
+        }
+    }
+    let exe = bin.join("xprof");
+    std::fs::copy(release.join("xprof"), &exe)?;
+    Ok(exe)
 }
 
 const PACKAGES: &[&str] = &[
@@ -733,8 +807,21 @@ pub fn run(args: &[String]) -> crate::Result {
             .unwrap_or_else(|| "none (set XPROF_RS_PYTHON or XPROF_RS_BIN)".into())
     );
 
+    let crowded = if cases.iter().any(|c| c.layout == Layout::CrowdedInstall) {
+        Some(crowded_install(
+            &target.join("release"),
+            &out_dir.join("crowded-install"),
+        )?)
+    } else {
+        None
+    };
+
     let mut results = Vec::new();
     for c in &cases {
+        let xprof = match (c.layout, &crowded) {
+            (Layout::CrowdedInstall, Some(exe)) => exe,
+            _ => &xprof,
+        };
         eprint!("bench: {:<28}", c.id);
         let mut rec = json!({
             "id": c.id, "what": c.what, "tool": c.tool,
@@ -748,7 +835,7 @@ pub fn run(args: &[String]) -> crate::Result {
                 a.insert(0, c.tool.to_string());
                 a.push("--no_cache".into());
                 let guard = InputGuard::new(inputs.dirs(c.args));
-                sides.push(Side::new(&xprof, a, true, guard));
+                sides.push(Side::new(xprof, a, true, guard));
                 None
             }
         };
