@@ -47,6 +47,11 @@ fn remove_db_files(path: &Path) {
     }
 }
 
+/// See [`Db::fold_wal`].
+fn fold_wal(conn: &Connection) {
+    let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+}
+
 impl Db {
     fn connect(path: &Path) -> rusqlite::Result<Connection> {
         let conn = Connection::open(path)?;
@@ -99,6 +104,7 @@ impl Db {
                  PRAGMA user_version = {SCHEMA_VERSION};
                  COMMIT;"
             ))?;
+            fold_wal(&conn);
         }
         Ok(conn)
     }
@@ -249,13 +255,18 @@ impl Db {
             params![now - PURGE_AFTER_SECS],
         )?;
         tx.commit()?;
-        // Fold the WAL back into the database and empty it now, while we pay for a miss
-        // anyway: otherwise every later process (hits included) would replay and checkpoint
-        // it on open and close. Busy readers just make this a partial checkpoint.
-        let _ = self
-            .conn
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        self.fold_wal();
         Ok(())
+    }
+
+    /// Fold the WAL back into the database and empty it, after a write, while the caller pays
+    /// for a miss anyway. A WAL left with frames in it is replayed by every later process that
+    /// opens the file, hits included (the first connection rebuilds the WAL index by reading
+    /// all of it), and checkpointed again when it closes: measured, a 280 KB WAL made each
+    /// cached `get_hosts` 6 ms slower than an uncached one. Busy readers just make this a
+    /// partial checkpoint.
+    pub(super) fn fold_wal(&self) {
+        fold_wal(&self.conn);
     }
 
     pub fn stats(&self) -> rusqlite::Result<Value> {

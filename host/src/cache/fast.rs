@@ -129,6 +129,9 @@ pub fn remember_registry(reg: &Registry, disc: &crate::registry::Discovery) {
         )?;
         tx.commit()
     });
+    // The call may store no result (an error, a result without inputs), whose write would
+    // fold the WAL: the snapshot must not stay there for every later hit to replay.
+    db.fold_wal();
 }
 
 fn write_stdout(s: &str) {
