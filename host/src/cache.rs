@@ -177,7 +177,7 @@ pub fn cached_call(
         trace(name, "off", Some("ttl 0"));
         return run();
     }
-    let Some(mut db) = Db::open() else {
+    let Some(mut db) = Db::shared() else {
         trace(name, "off", Some("cache unavailable"));
         return run();
     };

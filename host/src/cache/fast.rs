@@ -107,7 +107,7 @@ pub fn remember_registry(reg: &Registry, disc: &crate::registry::Discovery) {
     let Some(manifest) = manifest(&plugin_inputs(disc), SystemTime::now()) else {
         return;
     };
-    let Some(mut db) = Db::open() else { return };
+    let Some(mut db) = Db::shared() else { return };
     let dirs = dirs_key(disc);
     db.guard("registry snapshot", |db| {
         let tx = db.conn.transaction()?;
@@ -161,7 +161,7 @@ pub fn fast_path(g: &GlobalOpts, rest: &[String], disc: &crate::registry::Discov
     if ttl == 0 || !db_path().is_some_and(|p| p.exists()) {
         return Fast::Miss { remember: ttl > 0 };
     }
-    let Some(mut db) = Db::open() else {
+    let Some(mut db) = Db::shared() else {
         return miss;
     };
     let dirs = dirs_key(disc);
