@@ -207,6 +207,24 @@ fn a_new_capture_in_a_run_dir_gives_a_fresh_result() {
     assert_eq!(hostnames(&until_hit(&cache, &run)), ["host0", "host1"]);
 }
 
+/// Regression: a capture named by its file was listed for its HLO protos without the listing
+/// being recorded, so a module's `.hlo_proto.pb` written beside it later (XProf's converters
+/// and xprof-rs write them there) left a stale answer in the cache.
+#[test]
+fn a_new_hlo_proto_beside_a_capture_file_gives_a_fresh_result() {
+    let Some(seed) = seed_logdir() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let logdir = tmp.path().join("logdir");
+    copy_dir(&seed, &logdir);
+    let file = logdir.join(RUN).join("host0.xplane.pb");
+    until_hit(&cache, &file);
+    fs::write(logdir.join(RUN).join("jit_new(1).hlo_proto.pb"), b"").unwrap();
+    let out = xprof(&cache).arg("get_hosts").arg(&file).output().unwrap();
+    assert_eq!(hostnames(&stdout_json(&out)), ["host0"]);
+    assert_eq!(cache_events(&out)[0], "miss");
+}
+
 #[test]
 fn a_new_run_in_a_logdir_gives_a_fresh_result() {
     let Some(seed) = seed_logdir() else { return };

@@ -304,13 +304,14 @@ fn open_file(path: &Path) -> Result<Session, CaptureError> {
     Ok(Session {
         logdir: None,
         run,
+        // Listed for the HLO protos: one that appears later changes what the tools read.
+        scanned_dirs: vec![dir.clone()],
         dir,
         hosts: vec![HostFile {
             name: stem.to_string(),
             path: path.to_path_buf(),
         }],
         hlo_protos,
-        scanned_dirs: Vec::new(),
     })
 }
 

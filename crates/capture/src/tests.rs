@@ -99,3 +99,18 @@ fn latest_run_resolution_records_every_listed_directory() {
         s.scanned_dirs
     );
 }
+
+/// Regression: a capture named by its file listed its directory for the HLO protos without
+/// recording it, so a cached result survived a module's `.hlo_proto.pb` appearing beside it.
+#[test]
+fn a_file_path_records_the_directory_listed_for_its_hlo_protos() {
+    let t = tempfile::tempdir().unwrap();
+    let file = t.path().join("plugins/profile/r1/h.xplane.pb");
+    touch(&file);
+    let s = resolve(&Selector {
+        path: Some(file.display().to_string()),
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(s.scanned_dirs, [t.path().join("plugins/profile/r1")]);
+}
