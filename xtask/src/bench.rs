@@ -13,8 +13,9 @@
 //! * Each measured run is one process: wall time from spawn to reap, and the peak RSS of that
 //!   child from `wait4(2)`'s `rusage.ru_maxrss`. With a competitor, the two programs' measured
 //!   runs alternate, so that the machine's slow and fast phases weigh on both alike. Output goes to /dev/null; `TMPDIR` is a scratch
-//!   directory (results over 10 MB are written there by both tools). `xprof` gets `--no_cache`, so
-//!   every run does the whole work. Files a tool writes into its input directories are removed
+//!   directory (results over 10 MB are written there by both tools), and `xprof`'s result cache
+//!   and registry index live there too (`XPROF_CACHE_DIR`). `xprof` gets `--no_cache`, so every
+//!   run does the whole work, except in the cases marked `cached`, which measure hits. Files a tool writes into its input directories are removed
 //!   after each run and listed in the JSON (`wrote_into_input`): xprof-rs writes
 //!   `<module>.hlo_proto.pb` beside the capture and would read those on the next run.
 //! * A case whose tool `xprof` does not have yet (exit 2, "unknown tool") is reported as
@@ -47,6 +48,9 @@ struct Case {
     quick: bool,
     /// Where `xprof` runs from.
     layout: Layout,
+    /// `xprof` runs with its result cache (in the bench's scratch directory) instead of
+    /// `--no_cache`: the warm-up stores the answer and every measured run is a hit.
+    cached: bool,
 }
 
 /// Where a case's `xprof` runs from.
@@ -82,6 +86,7 @@ const CASES: &[Case] = &[
         competitor: None,
         quick: true,
         layout: Layout::Build,
+        cached: false,
     },
     Case {
         id: "get_hosts.seed",
@@ -91,6 +96,7 @@ const CASES: &[Case] = &[
         competitor: Some(&["get_hosts", "{seed}"]),
         quick: true,
         layout: Layout::Build,
+        cached: false,
     },
     Case {
         id: "get_hosts.seed_crowded_bin",
@@ -100,6 +106,17 @@ const CASES: &[Case] = &[
         competitor: None,
         quick: true,
         layout: Layout::CrowdedInstall,
+        cached: false,
+    },
+    Case {
+        id: "overview.seed_cache_hit",
+        what: "overview.seed, served from the result cache",
+        tool: "get_overview",
+        args: &["{seed}"],
+        competitor: Some(&["get_overview", "{seed}"]),
+        quick: true,
+        layout: Layout::Build,
+        cached: true,
     },
     Case {
         id: "load.seed",
@@ -109,6 +126,7 @@ const CASES: &[Case] = &[
         competitor: Some(&["list_xplane_events", "{seed}", "--max_events=1"]),
         quick: true,
         layout: Layout::Build,
+        cached: false,
     },
     Case {
         id: "load.x200",
@@ -118,6 +136,7 @@ const CASES: &[Case] = &[
         competitor: Some(&["list_xplane_events", "{x200}", "--max_events=1"]),
         quick: false,
         layout: Layout::Build,
+        cached: false,
     },
     Case {
         id: "load.jax_large",
@@ -127,6 +146,7 @@ const CASES: &[Case] = &[
         competitor: Some(&["list_xplane_events", "{jax_large}", "--max_events=1"]),
         quick: false,
         layout: Layout::Build,
+        cached: false,
     },
     Case {
         id: "aggregate.seed",
@@ -136,6 +156,7 @@ const CASES: &[Case] = &[
         competitor: Some(&["aggregate_xplane_events", "{seed}"]),
         quick: true,
         layout: Layout::Build,
+        cached: false,
     },
     Case {
         id: "aggregate.x200",
@@ -145,6 +166,7 @@ const CASES: &[Case] = &[
         competitor: Some(&["aggregate_xplane_events", "{x200}"]),
         quick: false,
         layout: Layout::Build,
+        cached: false,
     },
     Case {
         id: "aggregate.jax_large",
@@ -154,6 +176,7 @@ const CASES: &[Case] = &[
         competitor: Some(&["aggregate_xplane_events", "{jax_large}"]),
         quick: false,
         layout: Layout::Build,
+        cached: false,
     },
     Case {
         id: "overview.mlp",
@@ -163,6 +186,7 @@ const CASES: &[Case] = &[
         competitor: Some(&["get_overview", "{mlp}"]),
         quick: true,
         layout: Layout::Build,
+        cached: false,
     },
     Case {
         id: "overview.seed",
@@ -172,6 +196,7 @@ const CASES: &[Case] = &[
         competitor: Some(&["get_overview", "{seed}"]),
         quick: true,
         layout: Layout::Build,
+        cached: false,
     },
     Case {
         id: "overview.ids64",
@@ -181,6 +206,7 @@ const CASES: &[Case] = &[
         competitor: Some(&["get_overview", "{ids64}"]),
         quick: true,
         layout: Layout::Build,
+        cached: false,
     },
     Case {
         id: "overview.x200",
@@ -190,6 +216,7 @@ const CASES: &[Case] = &[
         competitor: Some(&["get_overview", "{x200}"]),
         quick: false,
         layout: Layout::Build,
+        cached: false,
     },
     Case {
         id: "overview.jax_large",
@@ -199,6 +226,7 @@ const CASES: &[Case] = &[
         competitor: Some(&["get_overview", "{jax_large}"]),
         quick: false,
         layout: Layout::Build,
+        cached: false,
     },
     Case {
         id: "step_trace.jax_large",
@@ -208,6 +236,7 @@ const CASES: &[Case] = &[
         competitor: Some(&["get_step_trace", "{jax_large}"]),
         quick: false,
         layout: Layout::Build,
+        cached: false,
     },
     Case {
         id: "kpi.jax_large",
@@ -217,6 +246,7 @@ const CASES: &[Case] = &[
         competitor: Some(&["get_kpi_metrics", "{jax_large}"]),
         quick: false,
         layout: Layout::Build,
+        cached: false,
     },
     Case {
         id: "top_hlo_ops.jax_large",
@@ -226,6 +256,7 @@ const CASES: &[Case] = &[
         competitor: Some(&["get_top_hlo_ops", "{jax_large}"]),
         quick: false,
         layout: Layout::Build,
+        cached: false,
     },
     Case {
         id: "hlo_module.seed",
@@ -235,6 +266,7 @@ const CASES: &[Case] = &[
         competitor: Some(&["get_hlo_module_content", "{seed}", SEED_MODULE]),
         quick: true,
         layout: Layout::Build,
+        cached: false,
     },
     Case {
         id: "hlo_module.jax_large",
@@ -244,6 +276,7 @@ const CASES: &[Case] = &[
         competitor: Some(&["get_hlo_module_content", "{jax_large}", JAX_LARGE_MODULE]),
         quick: false,
         layout: Layout::Build,
+        cached: false,
     },
     Case {
         id: "hlo_module.jax_large_xplane_only",
@@ -253,6 +286,7 @@ const CASES: &[Case] = &[
         competitor: Some(&["get_hlo_module_content", "{jax_large_xp}", JAX_LARGE_MODULE]),
         quick: false,
         layout: Layout::Build,
+        cached: false,
     },
     Case {
         id: "llo_fit.seed",
@@ -262,6 +296,7 @@ const CASES: &[Case] = &[
         competitor: None,
         quick: true,
         layout: Layout::Build,
+        cached: false,
     },
     Case {
         id: "hlo_dump_modules.fixtures",
@@ -271,6 +306,7 @@ const CASES: &[Case] = &[
         competitor: None,
         quick: true,
         layout: Layout::Build,
+        cached: false,
     },
 ];
 
@@ -578,6 +614,8 @@ fn run_once(bin: &Path, args: &[String], tmp: &Path) -> std::io::Result<Sample> 
     let child = Command::new(bin)
         .args(args)
         .env("TMPDIR", tmp)
+        // The result cache and registry index of the cases that use them, apart from the user's.
+        .env("XPROF_CACHE_DIR", tmp.join("xprof-cache"))
         .env_remove("XPROF_PLUGIN_PATH")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -618,6 +656,8 @@ fn probe(bin: &Path, args: &[String], tmp: &Path) -> std::io::Result<(i32, Strin
     let out = Command::new(bin)
         .args(args)
         .env("TMPDIR", tmp)
+        // The result cache and registry index of the cases that use them, apart from the user's.
+        .env("XPROF_CACHE_DIR", tmp.join("xprof-cache"))
         .env_remove("XPROF_PLUGIN_PATH")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -833,7 +873,9 @@ pub fn run(args: &[String]) -> crate::Result {
             Err(p) => Some(json!({"status": format!("skipped: input missing ({p})")})),
             Ok(mut a) => {
                 a.insert(0, c.tool.to_string());
-                a.push("--no_cache".into());
+                if !c.cached {
+                    a.push("--no_cache".into());
+                }
                 let guard = InputGuard::new(inputs.dirs(c.args));
                 sides.push(Side::new(xprof, a, true, guard));
                 None
