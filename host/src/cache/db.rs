@@ -23,6 +23,8 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct Db {
     pub(super) conn: Connection,
     pub path: PathBuf,
+    /// Has [`Db::before_write`] run on this connection?
+    relaxed: bool,
 }
 
 fn is_corrupt(e: &rusqlite::Error) -> bool {
@@ -98,16 +100,17 @@ impl Db {
             Some(rusqlite::MAIN_DB),
             rusqlite::FileControl::PersistWal(&mut persist),
         )?;
-        // WAL lets readers run beside one writer across processes; the mode is stored in the
-        // file, so only the first opener pays for switching (and it needs the write lock).
-        let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))?;
-        }
-        // A lost write only loses a cache entry; skip the per-commit fsync.
-        conn.execute_batch("PRAGMA synchronous=NORMAL")?;
+        // Only the header is read here. A hit runs two statements after this, and each
+        // statement a cold process parses costs it tens of microseconds (asking for the journal
+        // mode on every open also made SQLite parse the schema before it was needed).
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if version != SCHEMA_VERSION {
+            // WAL lets readers run beside one writer across processes; the mode is stored in
+            // the file, so it is set once, with the schema (switching needs the write lock).
+            let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))?;
+            }
             conn.execute_batch(&format!(
                 "BEGIN IMMEDIATE;
                  DROP TABLE IF EXISTS entries;
@@ -188,7 +191,11 @@ impl Db {
         }
         let path = dir.join("cache.sqlite");
         match Self::connect(&path) {
-            Ok(conn) => Some(Db { conn, path }),
+            Ok(conn) => Some(Db {
+                conn,
+                path,
+                relaxed: false,
+            }),
             Err(e) if is_corrupt(&e) => Self::rebuild(&path, &e),
             Err(e) => {
                 warn_once(
@@ -213,6 +220,7 @@ impl Db {
             Ok(conn) => Some(Db {
                 conn,
                 path: path.to_path_buf(),
+                relaxed: false,
             }),
             Err(e) => {
                 warn_once(
@@ -224,6 +232,15 @@ impl Db {
                 );
                 None
             }
+        }
+    }
+
+    /// Call before writing. A lost write only loses a cache entry, so commits skip the fsync
+    /// (`synchronous=NORMAL`, per connection). Set here rather than on open: a hit writes
+    /// nothing.
+    pub(super) fn before_write(&mut self) {
+        if !self.relaxed {
+            self.relaxed = self.conn.execute_batch("PRAGMA synchronous=NORMAL").is_ok();
         }
     }
 
@@ -277,6 +294,7 @@ impl Db {
         manifest: &Value,
     ) -> rusqlite::Result<()> {
         let now = now_secs();
+        self.before_write();
         let tx = self.conn.transaction()?;
         tx.execute(
             "INSERT OR REPLACE INTO entries
@@ -345,6 +363,7 @@ impl Db {
     }
 
     pub fn clear(&mut self) -> rusqlite::Result<usize> {
+        self.before_write();
         let n = self.conn.execute("DELETE FROM entries", [])?;
         self.conn
             .execute_batch("DELETE FROM registry; DELETE FROM registry_tools;")?;

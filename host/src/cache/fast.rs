@@ -110,6 +110,7 @@ pub fn remember_registry(reg: &Registry, disc: &crate::registry::Discovery) {
     let Some(mut db) = Db::shared() else { return };
     let dirs = dirs_key(disc);
     db.guard("registry snapshot", |db| {
+        db.before_write();
         let tx = db.conn.transaction()?;
         tx.execute("DELETE FROM registry_tools WHERE dirs = ?1", params![dirs])?;
         for t in reg.tools.values() {
