@@ -58,8 +58,8 @@ fn remove_db_files(path: &Path) {
 }
 
 /// The connection [`Db::shared`] keeps between uses. Never closed: the process exits with it
-/// open, which SQLite survives like any crash (every write is folded right away, see
-/// [`Db::fold_wal`]).
+/// open, which SQLite survives like any crash (what was committed is in the database or the
+/// WAL, and the next opener replays the WAL, see [`FOLD_WAL_AT`]).
 static SHARED: Mutex<Option<Db>> = Mutex::new(None);
 
 /// [`Db::shared`]'s connection, returned to the process when dropped.
