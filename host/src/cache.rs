@@ -4,10 +4,10 @@
 //! else `~/.cache/xprof/cache.sqlite`) maps a key (module `keys`: tool, normalised arguments, the
 //! environment defaults the tool would use, plugin name, version and build) to the tool's
 //! envelope plus a manifest of its inputs (module `manifest`: size, mtime, ctime, inode and
-//! device of every file the call read, and mtime, ctime, inode and device of every directory it
-//! scanned, which change with its entries — the envelope's `inputs`). A stored result is served
-//! only while that manifest still matches the disk and the entry is younger than the TTL, so an
-//! answer is never stale. The CLI serves hits without loading plugins (module `fast`).
+//! device of every file the call read, and the same plus a digest of the listing of every
+//! directory it scanned — the envelope's `inputs`). A stored result is served only while that
+//! manifest still matches the disk and the entry is younger than the TTL, so an answer is never
+//! stale. The CLI serves hits without loading plugins (module `fast`).
 //!
 //! Policy decisions (documented in docs/MCP.md, "Result cache"):
 //! - Errors are never cached.

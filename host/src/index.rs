@@ -9,7 +9,8 @@
 //! (`ToolEntry::descriptor`: the schema and examples are the plugin's own text); and the
 //! refusals — to a small per-user file next to the result cache (`<cache dir>/registry/<hash of
 //! the search path>.json`), guarded by a manifest (module `cache::manifest`) of the plugin
-//! directories, the plugin files and the `xprof` executable itself. A tool
+//! directories (their stamps, not their listings), the plugin files and the `xprof` executable
+//! itself. A tool
 //! call whose name the index knows then opens that one file, reads and checks its `abi_info()`
 //! as the full load does (protocol, first-party trust), and registers the one tool from its
 //! recorded descriptor, without calling `descriptors()` (which builds and serialises every

@@ -44,7 +44,7 @@ fn dirs_key(disc: &crate::registry::Discovery) -> String {
 pub(crate) fn plugin_inputs(disc: &crate::registry::Discovery) -> Vec<Value> {
     let mut inputs = Vec::new();
     for (dir, _) in disc.dirs() {
-        inputs.push(json!({"path": dir.display().to_string(), "kind": "dir"}));
+        inputs.push(json!({"path": dir.display().to_string(), "kind": "plugin_dir"}));
         let Ok(rd) = fs::read_dir(&dir) else { continue };
         let mut files: Vec<PathBuf> = rd
             .filter_map(|e| e.ok().map(|e| e.path()))

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 /// An input changed less than this before the call started is "racy": the call may have read
 /// bytes older than what the manifest would record, so the result is not stored. Linux stamps
@@ -23,14 +24,16 @@ pub(super) fn ns(secs: i64, nsec: i64) -> i128 {
 
 /// The state of one input now: `None` if it does not exist (a tool may probe for a file; its
 /// later appearance must invalidate the result), else identity and timestamps, plus the size of
-/// a file.
+/// a file and a digest of the sorted entry names of a directory a tool listed (`"dir"`).
 ///
-/// A directory is not listed: adding, removing or renaming an entry sets its mtime and ctime,
-/// and a stored state is at least [`RACY_MARGIN`] old (see [`manifest`]), so any such change
-/// after it was stored carries a later stamp. (ctime cannot be set back, so restoring the mtime
-/// does not hide one either.) Listing it on every call would cost in proportion to its size, and
-/// the executable's directory is a plugin directory: installed, that is `<prefix>/bin`, which
-/// can hold thousands of entries (measured: 1,500 of them added 1 ms to every call).
+/// A plugin directory (`"plugin_dir"`, what the registry index and snapshot depend on) is not
+/// listed. The executable's directory is one, and installed that is `<prefix>/bin`, which can
+/// hold thousands of entries: measured, 1,500 of them added 1 ms to every call. Its stamps say
+/// enough: adding, removing or renaming an entry sets a directory's mtime and ctime, and a
+/// stored state is at least [`RACY_MARGIN`] old (see [`manifest`]), so such a change after it
+/// was stored carries a later stamp (and ctime cannot be set back). A capture directory keeps
+/// its listing: it is small, and some filesystems a logdir lives on (object-store mounts such as
+/// gcsfuse) give directories no stamps that change with their entries.
 fn input_state(path: &Path, kind: &str) -> Option<(Value, i128, bool)> {
     let m = fs::metadata(path).ok()?;
     let changed = ns(m.mtime(), m.mtime_nsec()).max(ns(m.ctime(), m.ctime_nsec()));
@@ -42,8 +45,22 @@ fn input_state(path: &Path, kind: &str) -> Option<(Value, i128, bool)> {
         "mtime_ns": ns(m.mtime(), m.mtime_nsec()).to_string(),
         "ctime_ns": ns(m.ctime(), m.ctime_nsec()).to_string(),
     });
-    if kind != "dir" {
-        st["size"] = Value::from(m.size());
+    match kind {
+        "dir" => {
+            let mut names: Vec<String> = fs::read_dir(path)
+                .ok()?
+                .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+                .collect();
+            names.sort();
+            let mut h = Sha256::new();
+            for n in &names {
+                h.update(n.as_bytes());
+                h.update([0]);
+            }
+            st["listing"] = Value::from(format!("{:x}", h.finalize()));
+        }
+        "plugin_dir" => {}
+        _ => st["size"] = Value::from(m.size()),
     }
     Some((st, changed, coarse))
 }
@@ -61,10 +78,10 @@ pub fn manifest(inputs: &[Value], started: SystemTime) -> Option<Value> {
     let mut out = Vec::with_capacity(inputs.len());
     for i in inputs {
         let path = i["path"].as_str()?;
-        let kind = if i["kind"].as_str() == Some("dir") {
-            "dir"
-        } else {
-            "file"
+        let kind = match i["kind"].as_str() {
+            Some("dir") => "dir",
+            Some("plugin_dir") => "plugin_dir",
+            _ => "file",
         };
         let state = match input_state(Path::new(path), kind) {
             Some((st, changed, coarse)) => {
@@ -146,10 +163,17 @@ mod tests {
 
     #[test]
     fn removing_or_renaming_an_entry_of_a_listed_dir_invalidates() {
+        for kind in ["dir", "plugin_dir"] {
+            entry_changes_invalidate(kind);
+        }
+    }
+
+    /// The stamps alone see a directory's entries change: a plugin directory is not listed.
+    fn entry_changes_invalidate(kind: &str) {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join("a.xplane.pb"), b"abc").unwrap();
         fs::write(dir.path().join("b.xplane.pb"), b"abc").unwrap();
-        let inputs = vec![json!({"path": dir.path().display().to_string(), "kind": "dir"})];
+        let inputs = vec![json!({"path": dir.path().display().to_string(), "kind": kind})];
         let later = SystemTime::now() + RACY_MARGIN_COARSE + Duration::from_secs(1);
 
         age(dir.path());
@@ -160,20 +184,34 @@ mod tests {
             dir.path().join("c.xplane.pb"),
         )
         .unwrap();
-        assert!(!manifest_matches(&m), "a renamed entry invalidates");
+        assert!(!manifest_matches(&m), "{kind}: a renamed entry invalidates");
 
         age(dir.path());
         let m = manifest(&inputs, later).unwrap();
         fs::remove_file(dir.path().join("b.xplane.pb")).unwrap();
-        assert!(!manifest_matches(&m), "a removed entry invalidates");
+        assert!(!manifest_matches(&m), "{kind}: a removed entry invalidates");
 
         age(dir.path());
         let m = manifest(&inputs, later).unwrap();
         fs::write(dir.path().join("c.xplane.pb"), b"abcd").unwrap();
         assert!(
             manifest_matches(&m),
-            "rewriting an entry changes the entry, not the directory"
+            "{kind}: rewriting an entry changes the entry, not the directory"
         );
+    }
+
+    /// A capture directory's state names its entries (its stamps may not follow them on an
+    /// object-store mount); a plugin directory's does not (it may be a `bin/` of thousands).
+    #[test]
+    fn only_a_capture_directory_is_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("a.xplane.pb"), b"abc").unwrap();
+        let state = |kind| input_state(dir.path(), kind).unwrap().0;
+        let listed = state("dir")["listing"].as_str().unwrap().to_string();
+        assert_eq!(listed.len(), 64);
+        assert!(state("plugin_dir").get("listing").is_none());
+        fs::write(dir.path().join("b.xplane.pb"), b"abc").unwrap();
+        assert_ne!(state("dir")["listing"].as_str().unwrap(), listed);
     }
 
     #[test]
