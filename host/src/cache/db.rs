@@ -424,14 +424,21 @@ mod tests {
     use std::os::unix::fs::MetadataExt;
     use std::time::Duration;
 
-    #[test]
-    fn stores_fold_the_wal_only_once_it_outgrows_the_threshold() {
+    /// A temporary directory with one input file, the inputs' list and a manifest of it that
+    /// can be stored (taken as if the call had started well after the file was written).
+    fn one_input() -> (tempfile::TempDir, Vec<Value>, Value) {
         let dir = tempfile::tempdir().unwrap();
         let input = dir.path().join("in.pb");
         fs::write(&input, b"x").unwrap();
         let inputs = vec![json!({"path": input.display().to_string(), "kind": "file"})];
         let later = SystemTime::now() + RACY_MARGIN_COARSE + Duration::from_secs(1);
         let m = manifest(&inputs, later).unwrap();
+        (dir, inputs, m)
+    }
+
+    #[test]
+    fn stores_fold_the_wal_only_once_it_outgrows_the_threshold() {
+        let (dir, inputs, m) = one_input();
         let material = json!({"tool": "t", "plugin": "p", "plugin_version": "1"});
         let mut db = Db::open_in(&dir.path().join("cache")).unwrap();
         assert_eq!(db.wal_bytes(), 0, "creating the schema folds it");
@@ -460,12 +467,7 @@ mod tests {
 
     #[test]
     fn entries_expire_after_the_ttl_and_survive_reopening() {
-        let dir = tempfile::tempdir().unwrap();
-        let input = dir.path().join("in.pb");
-        fs::write(&input, b"x").unwrap();
-        let inputs = vec![json!({"path": input.display().to_string(), "kind": "file"})];
-        let later = SystemTime::now() + RACY_MARGIN_COARSE + Duration::from_secs(1);
-        let m = manifest(&inputs, later).unwrap();
+        let (dir, inputs, m) = one_input();
         let env = Envelope {
             result: json!({"answer": 42}).into(),
             content_type: "application/json".into(),
