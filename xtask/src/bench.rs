@@ -35,6 +35,8 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
+use crate::install::{PRODUCT, target_dir};
+
 /// One benchmark case. `args` follow the tool name; `{name}` placeholders are replaced by the
 /// inputs of [`Inputs::resolve`]. `competitor` is the argv (after the binary) for `xprof-rs`.
 struct Case {
@@ -465,54 +467,20 @@ impl Inputs {
     }
 }
 
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .map(|p| {
-            if p.is_absolute() {
-                p
-            } else {
-                crate::root().join(p)
-            }
-        })
-        .unwrap_or_else(|| crate::root().join("target"))
-}
-
-/// Make (or refresh) the [`Layout::CrowdedInstall`] prefix under `dir` from the release build
-/// in `release`: the binary and the plugin files are copied on every bench run (they may have
-/// been rebuilt), the other entries of `bin/` once. Returns the installed binary.
+/// Make (or refresh) the [`Layout::CrowdedInstall`] prefix under `dir`: `cargo xtask
+/// install`'s layout of the release build in `release` (copied on every bench run: it may have
+/// been rebuilt), plus the other entries of `bin/` (made once). Returns the installed binary.
 fn crowded_install(release: &Path, dir: &Path) -> crate::Result<PathBuf> {
     let bin = dir.join("bin");
-    let plugins = dir.join("lib/xprof/plugins");
     std::fs::create_dir_all(&bin)?;
-    std::fs::create_dir_all(&plugins)?;
     for i in 0..CROWDED_BIN_ENTRIES {
         let f = bin.join(format!("program-{i:04}"));
         if !f.exists() {
             std::fs::write(&f, b"")?;
         }
     }
-    for e in std::fs::read_dir(release)?.flatten() {
-        let name = e.file_name();
-        let name = name.to_string_lossy();
-        // The plugin files the host would load from the build directory (not cargo's hashed
-        // copies, which have a `-` in their names).
-        if name.starts_with("libxprof_plugin_") && name.ends_with(".so") && !name.contains('-') {
-            std::fs::copy(e.path(), plugins.join(&*name))?;
-        }
-    }
-    let exe = bin.join("xprof");
-    std::fs::copy(release.join("xprof"), &exe)?;
-    Ok(exe)
+    Ok(crate::install::install_into(release, dir)?.0)
 }
-
-const PACKAGES: &[&str] = &[
-    "xprof",
-    "xprof-plugin-core",
-    "xprof-plugin-hlo",
-    "xprof-plugin-kernel",
-    "xprof-plugin-example-vendor",
-];
 
 fn cargo_build(packages: &[&str]) -> crate::Result<bool> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
@@ -529,12 +497,12 @@ fn cargo_build(packages: &[&str]) -> crate::Result<bool> {
 /// then show as "skipped: tool not available", or an older build of it is used if present).
 fn build_release() -> crate::Result<Vec<String>> {
     eprintln!("bench: cargo build --release (xprof + first-party plugins)");
-    if cargo_build(PACKAGES)? {
+    if cargo_build(PRODUCT)? {
         return Ok(Vec::new());
     }
     eprintln!("bench: the joint build failed; building package by package");
     let mut failed = Vec::new();
-    for p in PACKAGES {
+    for p in PRODUCT {
         if !cargo_build(&[p])? {
             if *p == "xprof" {
                 return Err("cargo build --release -p xprof failed".into());

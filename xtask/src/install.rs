@@ -6,7 +6,7 @@ use std::process::Command;
 use crate::root;
 
 /// The packages that make a complete `xprof`: the host and the first-party plugins.
-const PRODUCT: &[&str] = &[
+pub(crate) const PRODUCT: &[&str] = &[
     "xprof",
     "xprof-plugin-core",
     "xprof-plugin-hlo",
@@ -15,7 +15,7 @@ const PRODUCT: &[&str] = &[
 ];
 
 /// Where cargo puts its output (`$CARGO_TARGET_DIR`, else `<root>/target`).
-fn target_dir() -> PathBuf {
+pub(crate) fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .map(|p| if p.is_absolute() { p } else { root().join(p) })
@@ -67,14 +67,29 @@ pub fn run(args: &[String]) -> crate::Result {
         c.args(["-p", p]);
     }
     step(c, "cargo build --release (host and plugins)")?;
-    let release = target_dir().join("release");
+    let (exe, n) = install_into(&target_dir().join("release"), &prefix)?;
+    eprintln!(
+        "xtask: installed {} and {n} plugins into {}",
+        exe.display(),
+        prefix.join(PLUGIN_DIR).display()
+    );
+    Ok(())
+}
+
+/// Where the host looks for plugins under its prefix.
+const PLUGIN_DIR: &str = "lib/xprof/plugins";
+
+/// Copy the build in `release` (`xprof` and the plugin files beside it) into `<prefix>/bin`
+/// and `<prefix>/lib/xprof/plugins`. Returns the installed binary and the number of plugins.
+pub(crate) fn install_into(release: &Path, prefix: &Path) -> crate::Result<(PathBuf, usize)> {
     let bin = prefix.join("bin");
-    let plugins = prefix.join("lib/xprof/plugins");
+    let plugins = prefix.join(PLUGIN_DIR);
     std::fs::create_dir_all(&bin)?;
     std::fs::create_dir_all(&plugins)?;
-    copy_atomic(&release.join("xprof"), &bin.join("xprof"))?;
+    let exe = bin.join("xprof");
+    copy_atomic(&release.join("xprof"), &exe)?;
     let mut n = 0;
-    for e in std::fs::read_dir(&release)? {
+    for e in std::fs::read_dir(release)? {
         let p = e?.path();
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
         if name.starts_with(&format!("{}xprof_plugin_", std::env::consts::DLL_PREFIX))
@@ -84,12 +99,7 @@ pub fn run(args: &[String]) -> crate::Result {
             n += 1;
         }
     }
-    eprintln!(
-        "xtask: installed {} and {n} plugins into {}",
-        bin.join("xprof").display(),
-        plugins.display()
-    );
-    Ok(())
+    Ok((exe, n))
 }
 
 /// Copy via a temporary name and rename, so a running `xprof` never sees a half-written file.
