@@ -49,11 +49,16 @@ fn now_secs() -> i64 {
         .unwrap_or(0)
 }
 
+/// The database file's name with `suffix` appended (SQLite's `-wal`, `-shm`, `-journal`).
+fn sidecar(path: &Path, suffix: &str) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(suffix);
+    PathBuf::from(p)
+}
+
 fn remove_db_files(path: &Path) {
     for suffix in ["", "-wal", "-shm", "-journal"] {
-        let mut p = path.as_os_str().to_owned();
-        p.push(suffix);
-        let _ = fs::remove_file(PathBuf::from(p));
+        let _ = fs::remove_file(sidecar(path, suffix));
     }
 }
 
@@ -334,9 +339,7 @@ impl Db {
 
     /// The size of the WAL file (0 if there is none).
     pub(super) fn wal_bytes(&self) -> u64 {
-        let mut wal = self.path.as_os_str().to_owned();
-        wal.push("-wal");
-        fs::metadata(PathBuf::from(wal)).map_or(0, |m| m.len())
+        fs::metadata(sidecar(&self.path, "-wal")).map_or(0, |m| m.len())
     }
 
     /// Fold the WAL back into the database and empty it, after a write, while the caller pays
