@@ -38,6 +38,23 @@ pub fn decode_hlo_proto(bytes: &[u8]) -> Result<xla::HloProto, prost::DecodeErro
     xla::HloProto::decode(bytes)
 }
 
+/// `xla.HloProto` with only its module: the buffer assignment (field 3) is an unknown field
+/// here, which prost skips by its length without decoding it.
+#[derive(Clone, PartialEq, prost::Message)]
+struct HloProtoModuleOnly {
+    #[prost(message, optional, tag = "1")]
+    hlo_module: Option<xla::HloModuleProto>,
+}
+
+/// Decode only the `hlo_module` of an `xla.HloProto`, for readers that never look at its
+/// buffer assignment (module text, op statistics). The buffer assignment's logical buffers,
+/// allocations and heap-simulator traces are 7–17 % of a JAX module's proto and many small
+/// messages; they are skipped, not checked, so a damaged one does not hide the module.
+pub fn decode_hlo_module(bytes: &[u8]) -> Result<Option<xla::HloModuleProto>, prost::DecodeError> {
+    use prost::Message;
+    HloProtoModuleOnly::decode(bytes).map(|p| p.hlo_module)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,6 +119,31 @@ mod tests {
     }
 
     #[test]
+    fn the_module_alone_is_the_full_decode_s_module() {
+        let module = xla::HloModuleProto {
+            name: "jit_f".into(),
+            id: 7,
+            ..Default::default()
+        };
+        let full = xla::HloProto {
+            hlo_module: Some(module.clone()),
+            buffer_assignment: Some(xla::BufferAssignmentProto {
+                logical_buffers: vec![Default::default(); 3],
+                ..Default::default()
+            }),
+        };
+        let mut bytes = full.encode_to_vec();
+        assert_eq!(decode_hlo_module(&bytes).unwrap(), Some(module.clone()));
+        // A damaged buffer assignment: a length-delimited field 3 whose content is no message.
+        bytes.extend_from_slice(&[0x1a, 2, 0xff, 0xff]);
+        assert!(decode_hlo_proto(&bytes).is_err());
+        assert_eq!(decode_hlo_module(&bytes).unwrap(), Some(module));
+        assert_eq!(decode_hlo_module(&[]).unwrap(), None);
+        // Damage inside the module is still an error.
+        assert!(decode_hlo_module(&[0x0a, 2, 0xff, 0xff]).is_err());
+    }
+
+    #[test]
     fn every_corpus_hlo_proto_decodes() {
         let Some(c) = corpus() else { return };
         let mut n = 0;
@@ -116,6 +158,7 @@ mod tests {
                     let hlo =
                         decode_hlo_proto(&bytes).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
                     assert!(hlo.hlo_module.is_some(), "{}", p.display());
+                    assert_eq!(decode_hlo_module(&bytes).unwrap(), hlo.hlo_module);
                     n += 1;
                 }
             }

@@ -119,6 +119,15 @@ impl HloModuleRef {
         self.decode_bytes(&self.bytes()?)
     }
 
+    /// Only the decoded `hlo_module` (the buffer assignment skipped undecoded), for readers
+    /// that never look at the buffer assignment.
+    pub fn decode_module(&self) -> Result<Option<xprof_proto::xla::HloModuleProto>, CaptureError> {
+        xprof_proto::decode_hlo_module(&self.bytes()?).map_err(|e| CaptureError::HloProto {
+            origin: self.origin(),
+            detail: e.to_string(),
+        })
+    }
+
     /// Human-readable location, for messages.
     pub fn origin(&self) -> String {
         match &self.source {

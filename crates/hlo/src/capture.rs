@@ -54,7 +54,7 @@ pub fn select<'m>(
 
 /// Load a module's proto from wherever it lives.
 pub fn load(module: &HloModuleRef) -> Result<HloModuleProto, HloError> {
-    module.decode()?.hlo_module.ok_or_else(|| HloError::Decode {
+    module.decode_module()?.ok_or_else(|| HloError::Decode {
         path: module.origin(),
         message: "the HloProto has no hlo_module".into(),
     })

@@ -546,9 +546,8 @@ pub fn read_stage_text(path: &Path) -> Result<String, HloError> {
         path: path.display().to_string(),
         message,
     };
-    let proto = xprof_proto::decode_hlo_proto(&bytes).map_err(|e| decode_err(e.to_string()))?;
-    let module = proto
-        .hlo_module
+    let module = xprof_proto::decode_hlo_module(&bytes)
+        .map_err(|e| decode_err(e.to_string()))?
         .ok_or_else(|| decode_err("the HloProto has no hlo_module".into()))?;
     Ok(crate::print::print_module(
         &module,

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use xprof_proto::xla::HloProto;
+use xprof_proto::xla::HloModuleProto;
 use xprof_proto::xplane::{XPlane, XSpace, XStat, x_event, x_stat};
 use xprof_xspace::hlo::EmbeddedModule;
 
@@ -145,9 +145,8 @@ pub fn plane_from_proto(p: &XPlane) -> Plane {
 
 /// The HLO facts the views need from one module; each instruction's text is printed as XLA
 /// does (the `long_name` XProf shows for ops the trace does not describe).
-pub fn module_info(program_id: u64, hlo: &HloProto) -> Option<HloModuleInfo> {
+pub fn module_info(program_id: u64, m: &HloModuleProto) -> HloModuleInfo {
     use xprof_hlo::print::{ModuleView, PrintOptions};
-    let m = hlo.hlo_module.as_ref()?;
     let view = ModuleView::new(m);
     let opts = PrintOptions::long();
     let costs = crate::cost_model::module_costs(&view);
@@ -174,12 +173,12 @@ pub fn module_info(program_id: u64, hlo: &HloProto) -> Option<HloModuleInfo> {
             );
         }
     }
-    Some(HloModuleInfo {
+    HloModuleInfo {
         program_id,
         name: m.name.clone(),
         instructions,
         is_training,
-    })
+    }
 }
 
 /// Modules embedded in `/host:metadata` (stat `Hlo Proto`; program id from stat `program_id`,
@@ -206,10 +205,9 @@ pub fn embedded_modules(space: &XSpace) -> Vec<HloModuleInfo> {
                 }
             }
             if let Some(b) = bytes
-                && let Ok(hlo) = xprof_proto::decode_hlo_proto(b)
-                && let Some(info) = module_info(pid.unwrap_or(*id as u64), &hlo)
+                && let Ok(Some(m)) = xprof_proto::decode_hlo_module(b)
             {
-                out.push(info);
+                out.push(module_info(pid.unwrap_or(*id as u64), &m));
             }
         }
     }
@@ -790,7 +788,7 @@ pub(crate) fn embedded_module_infos(modules: &[EmbeddedModule<'_>]) -> Vec<HloMo
     use rayon::prelude::*;
     modules
         .par_iter()
-        .filter_map(|m| module_info(m.program_id, &m.decode().ok()?))
+        .filter_map(|m| Some(module_info(m.program_id, &m.decode_module().ok()??)))
         .collect()
 }
 

@@ -83,10 +83,10 @@ pub fn read_hlo_files_except(
             }
             let r = std::fs::read(f)
                 .map_err(|e| e.to_string())
-                .and_then(|b| xprof_proto::decode_hlo_proto(&b).map_err(|e| e.to_string()))
+                .and_then(|b| xprof_proto::decode_hlo_module(&b).map_err(|e| e.to_string()))
                 .map_err(|e| format!("skipped {}: {e}", f.display()));
-            Some(r.and_then(|h| {
-                module_info(pid, &h)
+            Some(r.and_then(|m| {
+                m.map(|m| module_info(pid, &m))
                     .ok_or_else(|| format!("skipped {}: no hlo_module", f.display()))
             }))
         })

@@ -33,6 +33,12 @@ impl EmbeddedModule<'_> {
     pub fn decode(&self) -> Result<HloProto, prost::DecodeError> {
         HloProto::decode(self.bytes)
     }
+    /// Decode only its `hlo_module` ([`xprof_proto::decode_hlo_module`]).
+    pub fn decode_module(
+        &self,
+    ) -> Result<Option<xprof_proto::xla::HloModuleProto>, prost::DecodeError> {
+        xprof_proto::decode_hlo_module(self.bytes)
+    }
 }
 
 /// `HloProto.hlo_module.name`, read straight off the wire (no full decode). `None` when the
