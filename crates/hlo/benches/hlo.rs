@@ -47,10 +47,7 @@ fn module_content(bencher: divan::Bencher, spec: &str) {
         return;
     };
     bencher.bench(|| {
-        let m = xprof_proto::decode_hlo_proto(&bytes)
-            .unwrap()
-            .hlo_module
-            .unwrap();
+        let m = xprof_proto::decode_hlo_module(&bytes).unwrap().unwrap();
         print_module(&m, &PrintOptions::long()).len()
     });
 }
@@ -61,10 +58,7 @@ fn print_only(bencher: divan::Bencher, spec: &str) {
     let Ok(bytes) = std::fs::read(resolve(spec)) else {
         return;
     };
-    let m = xprof_proto::decode_hlo_proto(&bytes)
-        .unwrap()
-        .hlo_module
-        .unwrap();
+    let m = xprof_proto::decode_hlo_module(&bytes).unwrap().unwrap();
     bencher.bench(|| print_module(&m, &PrintOptions::long()).len());
 }
 

@@ -243,13 +243,12 @@ impl HloOpNames {
     /// From the HLO the captures embed and the run's `*.hlo_proto.pb` files.
     pub fn new(hosts: &[(String, XSpace)], hlo_files: &[std::path::PathBuf]) -> Self {
         let mut out = HloOpNames::default();
-        let mut protos: Vec<(Option<u64>, xprof_proto::xla::HloProto)> = Vec::new();
+        let mut modules: Vec<(Option<u64>, xprof_proto::xla::HloModuleProto)> = Vec::new();
         for (_, space) in hosts {
-            protos.extend(crate::megascale::embedded_hlo(space));
+            modules.extend(crate::megascale::embedded_hlo(space));
         }
-        protos.extend(crate::megascale::file_hlo(hlo_files));
-        for (pid, p) in protos {
-            let Some(m) = p.hlo_module else { continue };
+        modules.extend(crate::megascale::file_hlo(hlo_files));
+        for (pid, m) in modules {
             let pid = pid.unwrap_or(m.id as u64);
             let ops: HashMap<String, String> = m
                 .computations

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use serde_json::{Map, json};
 use xprof_hlo::print::element_bits;
-use xprof_proto::xla::{HloInstructionProto, HloProto, ShapeProto};
+use xprof_proto::xla::{HloInstructionProto, HloModuleProto, ShapeProto};
 use xprof_xspace::XSpace;
 
 use crate::table::{Table, placeholder, safe_div};
@@ -200,10 +200,9 @@ fn instr_meta(i: &HloInstructionProto) -> InstrMeta {
 /// Module name (and `name(program_id)`) → instruction name → metadata.
 type ModuleIndex = HashMap<String, std::sync::Arc<HashMap<String, InstrMeta>>>;
 
-fn index_modules(protos: &[(Option<u64>, HloProto)]) -> ModuleIndex {
+fn index_modules(modules: &[(Option<u64>, HloModuleProto)]) -> ModuleIndex {
     let mut out = ModuleIndex::new();
-    for (pid, p) in protos {
-        let Some(m) = &p.hlo_module else { continue };
+    for (pid, m) in modules {
         let instrs: HashMap<String, InstrMeta> = m
             .computations
             .iter()
@@ -218,22 +217,23 @@ fn index_modules(protos: &[(Option<u64>, HloProto)]) -> ModuleIndex {
     out
 }
 
-/// HLO protos embedded in `/host:metadata` (stat `Hlo Proto`), with their program ids.
-pub fn embedded_hlo(space: &XSpace) -> Vec<(Option<u64>, HloProto)> {
+/// HLO modules embedded in `/host:metadata` (stat `Hlo Proto`), with their program ids. Only
+/// the modules are decoded: no reader of these looks at the buffer assignment.
+pub fn embedded_hlo(space: &XSpace) -> Vec<(Option<u64>, HloModuleProto)> {
     xprof_xspace::hlo::embedded_hlo_modules(space)
         .into_iter()
-        .filter_map(|m| m.decode().ok().map(|h| (Some(m.program_id), h)))
+        .filter_map(|m| Some((Some(m.program_id), m.decode_module().ok()??)))
         .collect()
 }
 
-/// HLO protos from `<module>(<program_id>).hlo_proto.pb` files (unreadable ones skipped).
-pub fn file_hlo(files: &[PathBuf]) -> Vec<(Option<u64>, HloProto)> {
+/// HLO modules from `<module>(<program_id>).hlo_proto.pb` files (unreadable ones skipped).
+pub fn file_hlo(files: &[PathBuf]) -> Vec<(Option<u64>, HloModuleProto)> {
     files
         .iter()
         .filter_map(|f| {
             let pid = xprof_opstats::load::program_id_from_file_name(f);
             let b = std::fs::read(f).ok()?;
-            xprof_proto::decode_hlo_proto(&b).ok().map(|h| (pid, h))
+            Some((pid, xprof_proto::decode_hlo_module(&b).ok()??))
         })
         .collect()
 }
@@ -301,9 +301,9 @@ pub fn megascale_stats_with_hlo(space: &XSpace, hlo_files: &[PathBuf]) -> Megasc
     if !out.presence.has_megascale_host_events {
         return out;
     }
-    let mut protos = embedded_hlo(space);
-    protos.extend(file_hlo(hlo_files));
-    let modules = index_modules(&protos);
+    let mut hlo = embedded_hlo(space);
+    hlo.extend(file_hlo(hlo_files));
+    let modules = index_modules(&hlo);
     // Module spans (ps) on the module line, sorted, for the containing-module lookup.
     let mut mods: Vec<(i64, i64, &str)> = tpu0
         .lines()
