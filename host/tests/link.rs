@@ -106,3 +106,73 @@ fn first_party_artifacts_pack_their_relative_relocations_when_the_toolchain_can(
     }
     assert_artifacts_hold(b".relr.dyn", true);
 }
+
+/// The functions of `artifact` (`nm`: text symbols) with their addresses; `None` without `nm`.
+fn function_addresses(artifact: &Path) -> Option<std::collections::HashMap<String, u64>> {
+    let out = std::process::Command::new("nm")
+        .arg("--defined-only")
+        .arg(artifact)
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut map = std::collections::HashMap::new();
+    for line in text.lines() {
+        let mut it = line.split_whitespace();
+        if let (Some(addr), Some(kind), Some(name)) = (it.next(), it.next(), it.next())
+            && matches!(kind, "t" | "T" | "w" | "W")
+            && let Ok(a) = u64::from_str_radix(addr, 16)
+        {
+            map.insert(name.to_string(), a);
+        }
+    }
+    out.status.success().then_some(map)
+}
+
+/// Where the linker takes a symbol ordering file, the host and every first-party plugin lay
+/// out the functions of their `symbol-order.txt` in the list's order. (The lists name release
+/// symbols; a test build defines the standard library's among them under the same names.)
+#[test]
+fn first_party_artifacts_lay_out_their_hot_functions_in_list_order_when_the_linker_can() {
+    if !xprof_link::symbol_ordering() || !cfg!(all(target_os = "linux", target_env = "gnu")) {
+        return;
+    }
+    let mut artifacts = vec![(
+        Path::new(xprof_bin()).to_path_buf(),
+        workspace_root().join("host"),
+    )];
+    for so in std::fs::read_dir(plugin_dir()).unwrap().flatten() {
+        let name = so.file_name().to_string_lossy().into_owned();
+        let Some(plugin) = name
+            .strip_prefix("libxprof_plugin_")
+            .and_then(|n| n.strip_suffix(".so"))
+        else {
+            continue;
+        };
+        let dir = workspace_root().join("plugins").join(plugin);
+        if dir.join(xprof_link::ORDER_FILE).is_file() {
+            artifacts.push((so.path(), dir));
+        }
+    }
+    assert!(artifacts.len() >= 4, "{artifacts:?}");
+    for (artifact, dir) in artifacts {
+        let Some(defined) = function_addresses(&artifact) else {
+            eprintln!("skipped: `nm` (binutils) is not available");
+            return;
+        };
+        let list = std::fs::read_to_string(dir.join(xprof_link::ORDER_FILE)).unwrap();
+        let addrs: Vec<u64> = list
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .filter_map(|n| defined.get(n).copied())
+            .collect();
+        let shown = artifact.display();
+        assert!(
+            addrs.len() >= 50,
+            "{shown}: only {} listed functions",
+            addrs.len()
+        );
+        let out_of_order = addrs.windows(2).filter(|w| w[0] >= w[1]).count();
+        assert_eq!(out_of_order, 0, "{shown}: {} functions", addrs.len());
+    }
+}

@@ -487,7 +487,7 @@ fn crowded_install(release: &Path, dir: &Path) -> crate::Result<PathBuf> {
     Ok(exe)
 }
 
-fn cargo_build(packages: &[&str]) -> crate::Result<bool> {
+pub(crate) fn cargo_build(packages: &[&str]) -> crate::Result<bool> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(crate::root()).args(["build", "--release"]);
@@ -806,6 +806,20 @@ pub fn run(args: &[String]) -> crate::Result {
         .into());
     }
     let comp = competitor_bin();
+    // A symbol-order list made by an older build (another toolchain, changed dependencies)
+    // names functions the build no longer has, and start-up is slower than measured.
+    let mut symbol_order = serde_json::Map::new();
+    for (file, dir) in crate::order::ARTIFACTS {
+        if let Some((found, listed)) =
+            crate::order::coverage(&target.join("release").join(file), dir)
+        {
+            eprintln!("bench: {dir}/symbol-order.txt: {found} of {listed} functions in {file}");
+            if found * 10 < listed * 9 {
+                eprintln!("bench: WARNING: stale symbol order; run `cargo xtask symbol-order`");
+            }
+            symbol_order.insert(file.to_string(), json!({"found": found, "listed": listed}));
+        }
+    }
     let inputs = Inputs::new(&o);
     let out_dir = target.join("bench");
     let tmp = out_dir.join("tmp");
@@ -947,6 +961,7 @@ pub fn run(args: &[String]) -> crate::Result {
         "warmup": o.warmup,
         "quick": o.quick,
         "build_failures": build_failures,
+        "symbol_order": symbol_order,
         "data": o.data.display().to_string(),
         "corpus": o.corpus.display().to_string(),
         "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),

@@ -38,7 +38,7 @@ fn step(mut c: Command, what: &str) -> crate::Result {
     }
 }
 
-fn flag_value(args: &[String], name: &str) -> Option<String> {
+pub(crate) fn flag_value(args: &[String], name: &str) -> Option<String> {
     let mut it = args.iter();
     while let Some(a) = it.next() {
         if a == name {

@@ -4,10 +4,12 @@
 //! * `test` — prepare what the tests need, then run every test (what `.ci/run` runs).
 //! * `codegen [--check]` — regenerate the checked-in prost code from `proto/*.proto`.
 //! * `bench [...]` — the benchmark suite (whole processes and in-process).
+//! * `symbol-order [--corpus DIR]` — rewrite the hot-function lists the linker orders code by.
 
 mod bench;
 mod codegen;
 mod install;
+mod order;
 
 use std::process::ExitCode;
 
@@ -22,8 +24,9 @@ fn main() -> ExitCode {
         "test" => install::test(rest),
         "codegen" => codegen::run(rest),
         "bench" => bench::run(rest),
+        "symbol-order" => order::run(rest),
         _ => {
-            eprintln!("usage: cargo xtask <install|test|codegen|bench> [args]");
+            eprintln!("usage: cargo xtask <install|test|codegen|bench|symbol-order> [args]");
             return if task == "help" {
                 ExitCode::SUCCESS
             } else {
