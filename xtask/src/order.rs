@@ -7,8 +7,11 @@
 //! `Examples` of `xprof <tool> --help`) as a cold process under valgrind's callgrind, which
 //! names each function every loaded object executed. Each run has the result cache on, so the
 //! first run of an example stores its answer; the first examples run once more to take the
-//! cache's hit path. A package's file lists the functions it defines that ran, those most of
-//! the runs executed first (start-up, capture resolution, output), then by address. Examples on
+//! cache's hit path. A package's file lists the functions it defines that ran, grouped by the
+//! set of tools whose examples ran them: those of more tools first (start-up, capture
+//! resolution, output), and each group together, so that one tool's own code is one stretch
+//! rather than interleaved with other tools' code run as often; by address within a group.
+//! Examples on
 //! the shared corpus run when it is there (`--corpus`, else `$XPROF_CORPUS`, else `../shared`).
 //!
 //! Symbol names carry hashes that change with the toolchain, the profile and the dependency
@@ -16,7 +19,7 @@
 //! loses speed. `cargo xtask bench` reports how much of each list the built artifacts define.
 //! Needs valgrind and binutils' `nm`.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -87,7 +90,7 @@ pub fn run(args: &[String]) -> crate::Result {
         .iter()
         .chain(examples.iter().take(HIT_RUNS))
         .collect();
-    let mut executed: Vec<HashSet<(String, String)>> = Vec::new();
+    let mut executed: Vec<(String, HashSet<(String, String)>)> = Vec::new();
     for (i, argv) in runs.iter().enumerate() {
         eprintln!(
             "symbol-order: [{}/{}] xprof {}",
@@ -105,7 +108,7 @@ pub fn run(args: &[String]) -> crate::Result {
         env(&mut c);
         c.status()?;
         let text = std::fs::read_to_string(&out).unwrap_or_default();
-        executed.push(functions_executed(&text));
+        executed.push((argv[0].clone(), functions_executed(&text)));
     }
     let rustc = Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()))
         .arg("--version")
@@ -114,11 +117,14 @@ pub fn run(args: &[String]) -> crate::Result {
         .unwrap_or_default();
     for (file, dir) in ARTIFACTS {
         let artifact = release.join(file);
-        let counts = run_counts(&executed, file);
-        let order = order(&counts, &defined_functions(&artifact)?);
+        let order = order(
+            &tools_running(&executed, file),
+            &defined_functions(&artifact)?,
+        );
         let mut text = format!(
-            "# Hot functions of {file}, those most runs executed first. Written by `cargo xtask\n\
-             # symbol-order` from {} runs of the tools' documented examples, {rustc}.\n\
+            "# Hot functions of {file}, grouped by the tools that ran them, those of more tools\n\
+             # first. Written by `cargo xtask symbol-order` from {} runs of the tools'\n\
+             # documented examples, {rustc}.\n\
              # Read by crates/link (the linker's --symbol-ordering-file).\n",
             runs.len()
         );
@@ -241,17 +247,24 @@ fn functions_executed(profile: &str) -> HashSet<(String, String)> {
     out
 }
 
-/// How many runs executed each function of the object `file`.
-fn run_counts(runs: &[HashSet<(String, String)>], file: &str) -> HashMap<String, usize> {
-    let mut counts = HashMap::new();
-    for run in runs {
+/// The tools whose runs executed each function of the object `file` (runs: the tool, and the
+/// functions the run executed).
+fn tools_running(
+    runs: &[(String, HashSet<(String, String)>)],
+    file: &str,
+) -> HashMap<String, BTreeSet<String>> {
+    let mut tools: HashMap<String, BTreeSet<String>> = HashMap::new();
+    for (tool, run) in runs {
         for (object, function) in run {
             if object == file {
-                *counts.entry(function.clone()).or_insert(0) += 1;
+                tools
+                    .entry(function.clone())
+                    .or_default()
+                    .insert(tool.clone());
             }
         }
     }
-    counts
+    tools
 }
 
 /// The functions `artifact` defines, by name, with their addresses (`nm`).
@@ -279,14 +292,24 @@ fn nm_functions(nm: &str) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// The executed functions the artifact defines: most runs first, then by address (which keeps
-/// functions the compiler placed together, together).
-fn order(counts: &HashMap<String, usize>, defined: &BTreeMap<String, u64>) -> Vec<String> {
-    let mut hot: Vec<(&String, usize, u64)> = counts
+/// The executed functions the artifact defines, grouped by the set of tools that ran them:
+/// groups of more tools first, each group in one stretch (a call then touches the shared
+/// groups and its tool's own), by address within a group (which keeps functions the compiler
+/// placed together, together).
+fn order(
+    tools: &HashMap<String, BTreeSet<String>>,
+    defined: &BTreeMap<String, u64>,
+) -> Vec<String> {
+    let mut hot: Vec<(&String, &BTreeSet<String>, u64)> = tools
         .iter()
-        .filter_map(|(name, n)| defined.get(name).map(|a| (name, *n, *a)))
+        .filter_map(|(name, t)| defined.get(name).map(|a| (name, t, *a)))
         .collect();
-    hot.sort_by(|a, b| b.1.cmp(&a.1).then(a.2.cmp(&b.2)).then(a.0.cmp(b.0)));
+    hot.sort_by(|a, b| {
+        (b.1.len().cmp(&a.1.len()))
+            .then_with(|| a.1.cmp(b.1))
+            .then(a.2.cmp(&b.2))
+            .then(a.0.cmp(b.0))
+    });
     hot.into_iter().map(|(name, _, _)| name.clone()).collect()
 }
 
@@ -353,17 +376,34 @@ mod tests {
     }
 
     #[test]
-    fn the_most_shared_functions_come_first_then_by_address() {
+    fn shared_functions_come_first_and_each_tool_s_own_stay_together() {
         let nm = "0000000000001000 T a\n0000000000003000 t b\n0000000000002000 W c\n\
-                  0000000000004000 D data\n                 U undefined\n0000000000005000 T cold\n";
+                  0000000000004000 D data\n                 U undefined\n0000000000005000 T cold\n\
+                  0000000000000800 T d\n0000000000006000 T e\n";
         let defined = nm_functions(nm);
-        assert_eq!(defined.keys().collect::<Vec<_>>(), ["a", "b", "c", "cold"]);
-        let counts: HashMap<String, usize> = [("a", 1), ("b", 3), ("c", 1), ("gone", 5)]
-            .into_iter()
-            .map(|(n, c)| (n.to_string(), c))
-            .collect();
-        // `gone` ran but the artifact no longer defines it; `cold` never ran.
-        assert_eq!(order(&counts, &defined), ["b", "a", "c"]);
+        assert_eq!(
+            defined.keys().collect::<Vec<_>>(),
+            ["a", "b", "c", "cold", "d", "e"]
+        );
+        let run = |tool: &str, fns: &[&str]| {
+            let fns = fns
+                .iter()
+                .map(|f| ("lib.so".to_string(), f.to_string()))
+                .chain([("other.so".to_string(), "a".to_string())])
+                .collect::<HashSet<_>>();
+            (tool.to_string(), fns)
+        };
+        let runs = [
+            run("t1", &["b", "a", "e"]),
+            run("t2", &["b", "c", "gone"]),
+            run("t1", &["b", "d", "e"]),
+        ];
+        let tools = tools_running(&runs, "lib.so");
+        assert_eq!(tools["b"].len(), 2);
+        assert_eq!(tools["e"].len(), 1, "two runs of one tool count once");
+        // `b` is shared; then t1's own (`d`, `a`, `e` by address), then t2's. `gone` ran but
+        // the artifact no longer defines it; `cold` never ran.
+        assert_eq!(order(&tools, &defined), ["b", "d", "a", "e", "c"]);
     }
 
     /// Every package whose build script links with `for_cold_start` has an entry here (so

@@ -31,18 +31,18 @@
 //! functions spread over both, and each first touch of a 64 KB window of code is a page fault
 //! that maps its 16 pages. A package's `symbol-order.txt`, written by `cargo xtask
 //! symbol-order` from what the tools' documented examples execute under valgrind, lists the
-//! functions that ran, those most runs executed first, and the linker places them in that
-//! order at the start of the text. The functions those 91 runs executed span 21 windows of the
-//! host instead of 65, 38 of the core plugin instead of 66 (hlo 25 instead of 56, kernel 23
-//! instead of 41). Measured (50 interleaved runs of each build, copied alike): seed
-//! `aggregate_xplane_events` 3.06 → 2.90 ms, `get_hosts` 2.21 → 2.11 ms, `get_overview` 3.16 →
-//! 2.96 ms, a cache hit 2.27 → 2.09 ms, 20–25 fewer page faults; a list made from the aggregate
-//! alone took that call 2.81 → 2.44 ms. Only LLD takes the option (rustc links with it by
-//! default on x86_64 Linux since 1.90), so it is used when the same rustc, with the build's
-//! flags, links a probe program with it. A name the build does not define (the list is from
-//! an older build, another toolchain, another profile) is skipped silently: a stale list costs
-//! speed, never correctness, and `cargo xtask bench` reports how much of each list the build
-//! defines.
+//! functions that ran, grouped by the tools that ran them (shared code first, then each
+//! tool's own in one stretch), and the linker places them in that order at the start of the
+//! text. The functions those 91 runs executed span 21 windows of the host instead of 65, 38 of
+//! the core plugin instead of 66 (hlo 25 instead of 56, kernel 23 instead of 41). Measured (60
+//! interleaved runs of each build, copied alike): seed `aggregate_xplane_events` 2.78 → 2.69
+//! ms, `get_hosts` 2.08 → 1.90 ms, `get_overview` 3.01 → 2.78 ms, a cache hit 2.06 → 1.90 ms,
+//! 20–35 fewer page faults (a list made from the aggregate alone took that call 2.81 → 2.44
+//! ms). Only LLD takes the option (rustc links with it by default on x86_64 Linux since 1.90),
+//! so it is used when the same rustc, with the build's flags, links a probe program with it. A
+//! name the build does not define (the list is from an older build, another toolchain, another
+//! profile) is skipped silently: a stale list costs speed, never correctness, and `cargo xtask
+//! bench` reports how much of each list the build defines.
 
 use std::env;
 use std::path::{Path, PathBuf};
