@@ -180,7 +180,10 @@ fn probe_dir() -> std::io::Result<PathBuf> {
     let base = env::var_os("OUT_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(env::temp_dir);
-    let dir = base.join(format!("xprof-link-probe-{}", std::process::id()));
+    // One directory per probe: tests run probes on several threads of one process.
+    static PROBES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = base.join(format!("xprof-link-probe-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
 }
