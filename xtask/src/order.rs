@@ -23,6 +23,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use xprof_link::ORDER_FILE;
+
 use crate::install::target_dir;
 use crate::root;
 
@@ -33,9 +35,6 @@ pub(crate) const ARTIFACTS: &[(&str, &str)] = &[
     ("libxprof_plugin_hlo.so", "plugins/hlo"),
     ("libxprof_plugin_kernel.so", "plugins/kernel"),
 ];
-
-/// The file name `xprof_link` reads (its `ORDER_FILE`).
-pub(crate) const ORDER_FILE: &str = "symbol-order.txt";
 
 /// How many of the first examples run a second time, for the cache's hit path.
 const HIT_RUNS: usize = 3;
