@@ -107,27 +107,6 @@ fn first_party_artifacts_pack_their_relative_relocations_when_the_toolchain_can(
     assert_artifacts_hold(b".relr.dyn", true);
 }
 
-/// The functions of `artifact` (`nm`: text symbols) with their addresses; `None` without `nm`.
-fn function_addresses(artifact: &Path) -> Option<std::collections::HashMap<String, u64>> {
-    let out = std::process::Command::new("nm")
-        .arg("--defined-only")
-        .arg(artifact)
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut map = std::collections::HashMap::new();
-    for line in text.lines() {
-        let mut it = line.split_whitespace();
-        if let (Some(addr), Some(kind), Some(name)) = (it.next(), it.next(), it.next())
-            && matches!(kind, "t" | "T" | "w" | "W")
-            && let Ok(a) = u64::from_str_radix(addr, 16)
-        {
-            map.insert(name.to_string(), a);
-        }
-    }
-    out.status.success().then_some(map)
-}
-
 /// Where the linker takes a symbol ordering file, the host and the core plugin lay out the
 /// functions of their `symbol-order.txt` in the list's order. (The lists name release symbols;
 /// a test build defines the standard library's among them under the same names, as long as the
@@ -157,15 +136,12 @@ fn first_party_artifacts_lay_out_their_hot_functions_in_list_order_when_the_link
     // The host and the core plugin (the plugins the tests build; see `common::plugin_dir`).
     assert_eq!(artifacts.len(), 2, "{artifacts:?}");
     for (artifact, dir) in artifacts {
-        let Some(defined) = function_addresses(&artifact) else {
+        let Some(defined) = xprof_link::defined_functions(&artifact) else {
             eprintln!("skipped: `nm` (binutils) is not available");
             return;
         };
         let list = std::fs::read_to_string(dir.join(xprof_link::ORDER_FILE)).unwrap();
-        let addrs: Vec<u64> = list
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        let addrs: Vec<u64> = xprof_link::listed_symbols(&list)
             .filter_map(|n| defined.get(n).copied())
             .collect();
         let shown = artifact.display();

@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use xprof_link::ORDER_FILE;
+use xprof_link::{ORDER_FILE, defined_functions, listed_symbols};
 
 use crate::install::target_dir;
 use crate::root;
@@ -118,7 +118,8 @@ pub fn run(args: &[String]) -> crate::Result {
         let artifact = release.join(file);
         let order = order(
             &tools_running(&executed, file),
-            &defined_functions(&artifact)?,
+            &defined_functions(&artifact)
+                .ok_or_else(|| format!("nm {} failed", artifact.display()))?,
         );
         let mut text = format!(
             "# Hot functions of {file}, grouped by the tools that ran them, those of more tools\n\
@@ -266,31 +267,6 @@ fn tools_running(
     tools
 }
 
-/// The functions `artifact` defines, by name, with their addresses (`nm`).
-fn defined_functions(artifact: &Path) -> crate::Result<BTreeMap<String, u64>> {
-    let out = Command::new("nm")
-        .arg("--defined-only")
-        .arg(artifact)
-        .output()?;
-    if !out.status.success() {
-        return Err(format!("nm {} failed", artifact.display()).into());
-    }
-    Ok(nm_functions(&String::from_utf8_lossy(&out.stdout)))
-}
-
-/// Text symbols of `nm` output (`<address> <type> <name>`, types t, T, w, W).
-fn nm_functions(nm: &str) -> BTreeMap<String, u64> {
-    nm.lines()
-        .filter_map(|l| {
-            let mut it = l.split_whitespace();
-            let (addr, kind, name) = (it.next()?, it.next()?, it.next()?);
-            matches!(kind, "t" | "T" | "w" | "W")
-                .then(|| Some((name.to_string(), u64::from_str_radix(addr, 16).ok()?)))
-                .flatten()
-        })
-        .collect()
-}
-
 /// The executed functions the artifact defines, grouped by the set of tools that ran them:
 /// groups of more tools first, each group in one stretch (a call then touches the shared
 /// groups and its tool's own), by address within a group (which keeps functions the compiler
@@ -316,17 +292,10 @@ fn order(
 /// `None` without an order file. For the bench's report.
 pub(crate) fn coverage(artifact: &Path, dir: &str) -> Option<(usize, usize)> {
     let text = std::fs::read_to_string(root().join(dir).join(ORDER_FILE)).ok()?;
-    let defined = defined_functions(artifact).ok()?;
-    let listed: Vec<&str> = symbol_lines(&text).collect();
+    let defined = defined_functions(artifact)?;
+    let listed: Vec<&str> = listed_symbols(&text).collect();
     let found = listed.iter().filter(|n| defined.contains_key(**n)).count();
     Some((found, listed.len()))
-}
-
-/// The symbol names of an order file (LLD's format: a name a line, `#` starts a comment).
-fn symbol_lines(text: &str) -> impl Iterator<Item = &str> {
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
 }
 
 #[cfg(test)]
@@ -376,14 +345,17 @@ mod tests {
 
     #[test]
     fn shared_functions_come_first_and_each_tool_s_own_stay_together() {
-        let nm = "0000000000001000 T a\n0000000000003000 t b\n0000000000002000 W c\n\
-                  0000000000004000 D data\n                 U undefined\n0000000000005000 T cold\n\
-                  0000000000000800 T d\n0000000000006000 T e\n";
-        let defined = nm_functions(nm);
-        assert_eq!(
-            defined.keys().collect::<Vec<_>>(),
-            ["a", "b", "c", "cold", "d", "e"]
-        );
+        let defined: BTreeMap<String, u64> = [
+            ("a", 0x1000),
+            ("b", 0x3000),
+            ("c", 0x2000),
+            ("cold", 0x5000),
+            ("d", 0x800),
+            ("e", 0x6000),
+        ]
+        .into_iter()
+        .map(|(n, a)| (n.to_string(), a))
+        .collect();
         let run = |tool: &str, fns: &[&str]| {
             let fns = fns
                 .iter()
@@ -449,7 +421,7 @@ mod tests {
             let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
                 panic!("{}: {e}; run `cargo xtask symbol-order`", path.display())
             });
-            let names: Vec<&str> = symbol_lines(&text).collect();
+            let names: Vec<&str> = listed_symbols(&text).collect();
             assert!(!names.is_empty(), "{} lists nothing", path.display());
             let mut seen = HashSet::new();
             for n in &names {

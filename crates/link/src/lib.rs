@@ -44,6 +44,7 @@
 //! profile) is skipped silently: a stale list costs speed, never correctness, and `cargo xtask
 //! bench` reports how much of each list the build defines.
 
+use std::collections::BTreeMap;
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -78,6 +79,40 @@ pub fn for_cold_start() {
 /// A package's list of hot functions, beside its `Cargo.toml`: one symbol name a line, `#`
 /// starts a comment (LLD's format).
 pub const ORDER_FILE: &str = "symbol-order.txt";
+
+/// The symbol names an [`ORDER_FILE`]'s text lists, in order.
+pub fn listed_symbols(text: &str) -> impl Iterator<Item = &str> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+}
+
+/// The functions `artifact` defines, by symbol name, with their addresses: what binutils'
+/// `nm` lists. `None` when `nm` cannot be run or fails. (`cargo xtask symbol-order` writes the
+/// lists from these; the tests check the layout with them.)
+pub fn defined_functions(artifact: &Path) -> Option<BTreeMap<String, u64>> {
+    let out = Command::new("nm")
+        .arg("--defined-only")
+        .arg(artifact)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| text_symbols(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The text symbols of `nm` output (`<address> <type> <name>`, types t, T, w, W).
+fn text_symbols(nm: &str) -> BTreeMap<String, u64> {
+    nm.lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let (addr, kind, name) = (it.next()?, it.next()?, it.next()?);
+            matches!(kind, "t" | "T" | "w" | "W")
+                .then(|| Some((name.to_string(), u64::from_str_radix(addr, 16).ok()?)))
+                .flatten()
+        })
+        .collect()
+}
 
 /// Does rustc's linker take a symbol ordering file? Asked of the linker itself: the rustc that
 /// runs the build (`RUSTC`, else `rustc`) links an empty program for the build's target with
@@ -186,4 +221,26 @@ fn probe_dir() -> std::io::Result<PathBuf> {
     let dir = base.join(format!("xprof-link-probe-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nm_text_symbols_and_order_file_names() {
+        let nm = "0000000000001000 T a\n0000000000003000 t b\n0000000000002000 W c\n\
+                  0000000000004000 D data\n                 U undefined\n0000000000000800 w d\n";
+        let symbols = text_symbols(nm);
+        let got: Vec<(&str, u64)> = symbols.iter().map(|(n, a)| (n.as_str(), *a)).collect();
+        assert_eq!(
+            got,
+            [("a", 0x1000), ("b", 0x3000), ("c", 0x2000), ("d", 0x800)]
+        );
+        let list = "# made by a tool\n\n  main  \n_ZN1a\n# again\n_RNv1b\n";
+        assert_eq!(
+            listed_symbols(list).collect::<Vec<_>>(),
+            ["main", "_ZN1a", "_RNv1b"]
+        );
+    }
 }
