@@ -26,6 +26,9 @@
 //! * Inputs: `--data DIR` (default `/work/bench-data`, see `docs/BENCHMARKS.md` for how to make it),
 //!   the shared corpus (`--corpus`, else `$XPROF_CORPUS`, else `../shared` beside the workspace) and
 //!   the repository's `fixtures/`.
+//! * Before the first case, the files of both programs (`xprof`, its plugins, `xprof-rs`) are
+//!   dropped from the page cache, so that both are read back from disk alike: a file the linker
+//!   has just written is cached as single pages, which a cold process maps ~10 % slower.
 //! * Output: a markdown table on stdout and JSON in `<target>/bench/results.json`.
 
 use std::collections::BTreeMap;
@@ -487,6 +490,36 @@ fn crowded_install(release: &Path, dir: &Path) -> crate::Result<PathBuf> {
     Ok(exe)
 }
 
+/// The first-party plugin files (`libxprof_plugin_*.so`) in `dir`.
+fn plugin_files(dir: &Path) -> Vec<PathBuf> {
+    let prefix = format!("{}xprof_plugin_", std::env::consts::DLL_PREFIX);
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                n.starts_with(&prefix) && n.ends_with(std::env::consts::DLL_SUFFIX)
+            })
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Write `path`'s pages back and drop them from the page cache (`POSIX_FADV_DONTNEED` keeps
+/// dirty pages, hence the `fsync` first). Whether that was done.
+fn drop_from_page_cache(path: &Path) -> bool {
+    use std::os::fd::AsRawFd;
+    let Ok(f) = std::fs::File::open(path) else {
+        return false;
+    };
+    // SAFETY: a plain advice call on a descriptor this function owns.
+    f.sync_all().is_ok()
+        && unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) } == 0
+}
+
 pub(crate) fn cargo_build(packages: &[&str]) -> crate::Result<bool> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
@@ -843,6 +876,25 @@ pub fn run(args: &[String]) -> crate::Result {
         None
     };
 
+    // Both programs' files start out of the page cache, to be read back by readahead like any
+    // program not run for a while: `xprof`'s were just written by the linker (through a shared
+    // mapping, which leaves them cached as single pages, and a cold process maps those ~10 %
+    // slower than the same bytes read back), xprof-rs's by pip.
+    let mut programs = vec![xprof.clone()];
+    programs.extend(plugin_files(&target.join("release")));
+    if let Some(exe) = &crowded {
+        programs.push(exe.clone());
+        if let Some(prefix) = exe.parent().and_then(Path::parent) {
+            programs.extend(plugin_files(&prefix.join(crate::install::PLUGIN_DIR)));
+        }
+    }
+    programs.extend(comp.iter().cloned());
+    let dropped = programs.iter().filter(|p| drop_from_page_cache(p)).count();
+    eprintln!(
+        "bench: dropped {dropped} of {} program files from the page cache",
+        programs.len()
+    );
+
     let mut results = Vec::new();
     for c in &cases {
         let xprof = match (c.layout, &crowded) {
@@ -962,6 +1014,7 @@ pub fn run(args: &[String]) -> crate::Result {
         "quick": o.quick,
         "build_failures": build_failures,
         "symbol_order": symbol_order,
+        "program_files_dropped_from_page_cache": dropped,
         "data": o.data.display().to_string(),
         "corpus": o.corpus.display().to_string(),
         "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),

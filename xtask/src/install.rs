@@ -77,7 +77,7 @@ pub fn run(args: &[String]) -> crate::Result {
 }
 
 /// Where the host looks for plugins under its prefix.
-const PLUGIN_DIR: &str = "lib/xprof/plugins";
+pub(crate) const PLUGIN_DIR: &str = "lib/xprof/plugins";
 
 /// Copy the build in `release` (`xprof` and the plugin files beside it) into `<prefix>/bin`
 /// and `<prefix>/lib/xprof/plugins`. Returns the installed binary and the number of plugins.
