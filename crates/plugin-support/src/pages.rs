@@ -63,9 +63,11 @@ mod tests {
         None
     }
 
-    // The only test of this binary that changes the process's huge-page setting.
     #[test]
     fn deferring_turns_huge_pages_off_and_allowing_restores_only_what_it_turned_off() {
+        let _settings = crate::tests::PROCESS_SETTINGS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let Some(before) = huge_pages_disabled() else {
             return; // not Linux
         };
