@@ -67,10 +67,36 @@ pub fn xspace_stem(file_name: &str) -> Option<&str> {
         .filter(|stem| !stem.is_empty())
 }
 
-fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>, CaptureError> {
+/// A directory entry and what it is, as [`Path::is_dir`] and [`Path::is_file`] would say
+/// (following a symbolic link), taken from the listing itself where it can: resolving a capture
+/// lists a few directories, and a `stat` per entry per question was most of that.
+struct Entry {
+    path: PathBuf,
+    dir: bool,
+    file: bool,
+}
+
+impl Entry {
+    fn name(&self) -> Option<&str> {
+        self.path.file_name().and_then(|n| n.to_str())
+    }
+}
+
+/// The entries of `dir`, sorted by path.
+fn read_dir_sorted(dir: &Path) -> Result<Vec<Entry>, CaptureError> {
     let rd = std::fs::read_dir(dir).map_err(|e| CaptureError::io(dir, e))?;
-    let mut v: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    v.sort();
+    let mut v: Vec<Entry> = rd
+        .flatten()
+        .map(|e| {
+            let path = e.path();
+            let (dir, file) = match e.file_type() {
+                Ok(t) if !t.is_symlink() => (t.is_dir(), t.is_file()),
+                _ => std::fs::metadata(&path).map_or((false, false), |m| (m.is_dir(), m.is_file())),
+            };
+            Entry { path, dir, file }
+        })
+        .collect();
+    v.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(v)
 }
 
@@ -107,8 +133,8 @@ fn walk_runs(
     if profile.is_dir() {
         scanned.push(profile.clone());
         for entry in read_dir_sorted(&profile)? {
-            if entry.is_dir()
-                && let Some(name) = entry.file_name().and_then(|n| n.to_str())
+            if entry.dir
+                && let Some(name) = entry.name()
             {
                 runs.push(if prefix.is_empty() {
                     name.to_string()
@@ -123,10 +149,10 @@ fn walk_runs(
     }
     scanned.push(dir.to_path_buf());
     for entry in read_dir_sorted(dir)? {
-        let Some(name) = entry.file_name().and_then(|n| n.to_str()) else {
+        let Some(name) = entry.name() else {
             continue;
         };
-        if name == "plugins" || name.starts_with('.') || !entry.is_dir() {
+        if name == "plugins" || name.starts_with('.') || !entry.dir {
             continue;
         }
         let sub = if prefix.is_empty() {
@@ -134,7 +160,7 @@ fn walk_runs(
         } else {
             format!("{prefix}/{name}")
         };
-        walk_runs(&entry, &sub, depth + 1, runs, scanned)?;
+        walk_runs(&entry.path, &sub, depth + 1, runs, scanned)?;
     }
     Ok(())
 }
@@ -151,12 +177,8 @@ pub fn run_dir(logdir: &Path, run: &str) -> Option<PathBuf> {
     let squash = |s: &str| s.replace('_', "");
     if let Ok(entries) = read_dir_sorted(&profile) {
         for e in entries {
-            if e.is_dir()
-                && e.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| squash(n) == squash(run))
-            {
-                return Some(e);
+            if e.dir && e.name().is_some_and(|n| squash(n) == squash(run)) {
+                return Some(e.path);
             }
         }
     }
@@ -175,11 +197,8 @@ pub fn run_dir(logdir: &Path, run: &str) -> Option<PathBuf> {
 
 fn looks_like_run_dir(dir: &Path) -> bool {
     read_dir_sorted(dir).is_ok_and(|v| {
-        v.iter().any(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| xspace_stem(n).is_some())
-        })
+        v.iter()
+            .any(|e| e.name().is_some_and(|n| xspace_stem(n).is_some()))
     })
 }
 
@@ -300,7 +319,9 @@ fn open_file(path: &Path) -> Result<Session, CaptureError> {
         .and_then(|n| n.to_str())
         .unwrap_or_default()
         .to_string();
-    let hlo_protos = hlo_protos_in(&dir).unwrap_or_default();
+    let hlo_protos = read_dir_sorted(&dir)
+        .map(|entries| hlo_protos_in(&entries))
+        .unwrap_or_default();
     Ok(Session {
         logdir: None,
         run,
@@ -315,17 +336,18 @@ fn open_file(path: &Path) -> Result<Session, CaptureError> {
     })
 }
 
-fn hlo_protos_in(dir: &Path) -> Result<Vec<PathBuf>, CaptureError> {
-    Ok(read_dir_sorted(dir)?
-        .into_iter()
-        .filter(|p| {
-            p.is_file()
-                && p.file_name()
-                    .and_then(|n| n.to_str())
+/// The HLO protos among a run directory's entries.
+fn hlo_protos_in(entries: &[Entry]) -> Vec<PathBuf> {
+    entries
+        .iter()
+        .filter(|e| {
+            e.file
+                && e.name()
                     .and_then(|n| n.strip_suffix(HLO_PROTO_SUFFIX))
                     .is_some_and(|stem| !stem.is_empty() && stem != "NO_MODULE")
         })
-        .collect())
+        .map(|e| e.path.clone())
+        .collect()
 }
 
 /// Open a run directory: its hosts (sorted) and HLO protos.
@@ -335,16 +357,14 @@ pub fn open_run_dir(
     dir: PathBuf,
 ) -> Result<Session, CaptureError> {
     let mut hosts = Vec::new();
-    for p in read_dir_sorted(&dir)? {
-        let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
-            continue;
-        };
-        if let Some(stem) = xspace_stem(name)
-            && p.is_file()
+    let entries = read_dir_sorted(&dir)?;
+    for e in &entries {
+        if let Some(stem) = e.name().and_then(xspace_stem)
+            && e.file
         {
             hosts.push(HostFile {
                 name: stem.to_string(),
-                path: p.clone(),
+                path: e.path.clone(),
             });
         }
     }
@@ -352,7 +372,7 @@ pub fn open_run_dir(
     if hosts.is_empty() {
         return Err(CaptureError::NoXSpace { dir });
     }
-    let hlo_protos = hlo_protos_in(&dir)?;
+    let hlo_protos = hlo_protos_in(&entries);
     Ok(Session {
         logdir,
         run,

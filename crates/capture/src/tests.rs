@@ -114,3 +114,50 @@ fn a_file_path_records_the_directory_listed_for_its_hlo_protos() {
     .unwrap();
     assert_eq!(s.scanned_dirs, [t.path().join("plugins/profile/r1")]);
 }
+
+/// The kinds a listing reports are those of the symlinks' targets, as `is_dir`/`is_file` said
+/// before the listing kept them: a run directory and capture files shared by symlinks resolve,
+/// and a dangling link or a directory named like a capture is not a host.
+#[cfg(unix)]
+#[test]
+fn symlinked_runs_and_captures_resolve_and_look_alikes_do_not() {
+    use std::os::unix::fs::symlink;
+    let t = tempfile::tempdir().unwrap();
+    let store = t.path().join("store");
+    touch(&store.join("real/host0.xplane.pb"));
+    touch(&store.join("m(3).hlo_proto.pb"));
+    let logdir = t.path().join("logdir");
+    let profile = logdir.join("plugins/profile");
+    fs::create_dir_all(profile.join("2024_01_01")).unwrap();
+    symlink(store.join("real"), profile.join("2024_01_02")).unwrap();
+    let run = profile.join("2024_01_01");
+    symlink(
+        store.join("real/host0.xplane.pb"),
+        run.join("host0.xplane.pb"),
+    )
+    .unwrap();
+    symlink(
+        store.join("m(3).hlo_proto.pb"),
+        run.join("m(3).hlo_proto.pb"),
+    )
+    .unwrap();
+    symlink(store.join("gone.xplane.pb"), run.join("host1.xplane.pb")).unwrap();
+    fs::create_dir_all(run.join("host2.xplane.pb")).unwrap();
+
+    let latest = resolve(&Selector {
+        path: Some(logdir.display().to_string()),
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(latest.run, "2024_01_02");
+    assert_eq!(latest.host_names(), vec!["host0"]);
+
+    let first = resolve(&Selector {
+        logdir: Some(logdir.display().to_string()),
+        run: Some("2024_01_01".into()),
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(first.host_names(), vec!["host0"]);
+    assert_eq!(first.hlo_protos, vec![run.join("m(3).hlo_proto.pb")]);
+}
