@@ -19,6 +19,32 @@ fn bare_binary_finds_its_plugins_next_to_the_executable() {
     }
 }
 
+/// Installed as a symbolic link (`/usr/local/bin/xprof -> /opt/xprof/bin/xprof`), the binary
+/// still finds the plugins beside the file the link points to.
+#[cfg(unix)]
+#[test]
+fn a_symlinked_binary_finds_its_plugins_next_to_the_real_executable() {
+    let sb = Sandbox::new();
+    let bin = sb.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let link = bin.join("xprof");
+    std::os::unix::fs::symlink(&built().xprof, &link).unwrap();
+    let r: xprof_tests::Run = sb
+        .bare_cmd_of(&link)
+        .arg("plugins")
+        .output()
+        .unwrap()
+        .into();
+    r.assert_ok();
+    assert!(
+        r.stdout
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some("core")),
+        "{}",
+        r.stdout
+    );
+}
+
 #[test]
 fn listing_groups_tools_by_plugin() {
     let sb = Sandbox::new();

@@ -77,6 +77,17 @@ pub struct Discovery {
     pub no_default_dirs: bool,
 }
 
+/// The executable's path with symbolic links resolved, as the directory beside it is found
+/// through. On Linux `current_exe` reads `/proc/self/exe`, which the kernel gives resolved
+/// already; elsewhere it may be the path the program was started by.
+fn canonical_exe(exe: PathBuf) -> Option<PathBuf> {
+    if cfg!(target_os = "linux") {
+        Some(exe)
+    } else {
+        exe.canonicalize().ok()
+    }
+}
+
 impl Discovery {
     /// The directories to scan, in precedence order.
     pub fn dirs(&self) -> Vec<(PathBuf, DirOrigin)> {
@@ -97,7 +108,7 @@ impl Discovery {
         }
         if let Some(exe_dir) = std::env::current_exe()
             .ok()
-            .and_then(|e| e.canonicalize().ok())
+            .and_then(canonical_exe)
             .and_then(|e| e.parent().map(Path::to_path_buf))
         {
             if let Some(prefix) = exe_dir.parent() {

@@ -192,7 +192,12 @@ impl Sandbox {
 
     /// The same binary with no flags at all (default discovery).
     pub fn bare_cmd(&self) -> Command {
-        let mut c = Command::new(&built().xprof);
+        self.bare_cmd_of(&built().xprof)
+    }
+
+    /// [`Sandbox::bare_cmd`] for the binary at `program` (a copy or a link of it).
+    pub fn bare_cmd_of(&self, program: &Path) -> Command {
+        let mut c = Command::new(program);
         self.hermetic(&mut c);
         c
     }
