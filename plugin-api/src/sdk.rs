@@ -810,14 +810,24 @@ pub fn descriptor(tool: &dyn Tool) -> Value {
 
 #[doc(hidden)]
 pub fn abi_info_json(name: &str, version: &str, capabilities: &[&str]) -> String {
-    json!({
-        "name": name,
-        "version": version,
-        "protocol": PROTOCOL,
-        "api_version": env!("CARGO_PKG_VERSION"),
-        "capabilities": capabilities,
+    // A struct, not a `json!` map: the host asks for this on every call, and a map would build
+    // an index (with a randomly seeded hasher, a `getrandom` call) to print five fields.
+    #[derive(Serialize)]
+    struct AbiInfo<'a> {
+        name: &'a str,
+        version: &'a str,
+        protocol: u32,
+        api_version: &'a str,
+        capabilities: &'a [&'a str],
+    }
+    serde_json::to_string(&AbiInfo {
+        name,
+        version,
+        protocol: PROTOCOL,
+        api_version: env!("CARGO_PKG_VERSION"),
+        capabilities,
     })
-    .to_string()
+    .unwrap_or_default()
 }
 
 #[doc(hidden)]
@@ -1244,6 +1254,22 @@ pub mod testing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn abi_info_names_the_plugin_its_protocol_and_capabilities() {
+        let info: Value =
+            serde_json::from_str(&abi_info_json("p", "1.2.3", &["xspace", "hlo"])).unwrap();
+        assert_eq!(
+            info,
+            json!({
+                "name": "p",
+                "version": "1.2.3",
+                "protocol": PROTOCOL,
+                "api_version": env!("CARGO_PKG_VERSION"),
+                "capabilities": ["xspace", "hlo"],
+            })
+        );
+    }
 
     struct T;
     impl Tool for T {
