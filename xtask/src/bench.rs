@@ -510,14 +510,23 @@ fn plugin_files(dir: &Path) -> Vec<PathBuf> {
 
 /// Write `path`'s pages back and drop them from the page cache (`POSIX_FADV_DONTNEED` keeps
 /// dirty pages, hence the `fsync` first). Whether that was done.
+/// (Linux only; elsewhere nothing is dropped.)
 fn drop_from_page_cache(path: &Path) -> bool {
-    use std::os::fd::AsRawFd;
     let Ok(f) = std::fs::File::open(path) else {
         return false;
     };
-    // SAFETY: a plain advice call on a descriptor this function owns.
-    f.sync_all().is_ok()
-        && unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) } == 0
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a plain advice call on a descriptor this function owns.
+        f.sync_all().is_ok()
+            && unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) } == 0
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        drop(f);
+        false
+    }
 }
 
 pub(crate) fn cargo_build(packages: &[&str]) -> crate::Result<bool> {
@@ -1033,6 +1042,38 @@ pub fn run(args: &[String]) -> crate::Result {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_program_files_are_the_plugins_and_they_can_be_dropped_from_the_page_cache() {
+        let dir = std::env::temp_dir().join(format!("xtask-bench-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let so = |n: &str| {
+            format!(
+                "{}{n}{}",
+                std::env::consts::DLL_PREFIX,
+                std::env::consts::DLL_SUFFIX
+            )
+        };
+        for name in [
+            so("xprof_plugin_b"),
+            so("xprof_plugin_a"),
+            so("other"),
+            "xprof".into(),
+        ] {
+            std::fs::write(dir.join(name), b"bytes").unwrap();
+        }
+        let found = plugin_files(&dir);
+        assert_eq!(
+            found,
+            [
+                dir.join(so("xprof_plugin_a")),
+                dir.join(so("xprof_plugin_b"))
+            ]
+        );
+        assert!(found.iter().all(|p| drop_from_page_cache(p)) || !cfg!(target_os = "linux"));
+        assert!(!drop_from_page_cache(&dir.join("missing")));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn percentile_nearest_rank() {
