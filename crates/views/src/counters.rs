@@ -412,8 +412,10 @@ fn sparse_core(c: &Counters, g: Gen, die: u8, core: u8, rows: &mut Rows) {
     type ScIndex = HashMap<(u8, u8, i8, &'static str), u64>;
     static V6E: std::sync::OnceLock<ScIndex> = std::sync::OnceLock::new();
     static V7X: std::sync::OnceLock<ScIndex> = std::sync::OnceLock::new();
-    let index = |t: &'static [(u8, u8, i8, &'static str, u64)]| -> ScIndex {
-        t.iter().map(|x| ((x.0, x.1, x.2, x.3), x.4)).collect()
+    let index = |t: &'static [(u8, u8, i8, u8, u64)]| -> ScIndex {
+        t.iter()
+            .map(|x| ((x.0, x.1, x.2, SC_NAMES[usize::from(x.3)]), x.4))
+            .collect()
     };
     let table = match g {
         Gen::V6e => V6E.get_or_init(|| index(V6E_SC)),

@@ -220,7 +220,7 @@ fn pwr(die: u32, name: &str) -> u64 {
 fn sc(die: u8, core: u8, tile: i8, name: &str) -> u64 {
     V7X_SC
         .iter()
-        .find(|x| x.0 == die && x.1 == core && x.2 == tile && x.3 == name)
+        .find(|x| x.0 == die && x.1 == core && x.2 == tile && SC_NAMES[usize::from(x.3)] == name)
         .unwrap()
         .4
 }
