@@ -1564,7 +1564,10 @@ mod tests {
             let mut seen = std::collections::HashSet::new();
             for &(die, core, tile, name, _) in table {
                 assert!(usize::from(name) < SC_NAMES.len());
-                assert!(seen.insert((die, core, tile, name)), "{die} {core} {tile} {name}");
+                assert!(
+                    seen.insert((die, core, tile, name)),
+                    "{die} {core} {tile} {name}"
+                );
             }
         }
     }
