@@ -9,18 +9,19 @@ pub mod pages;
 /// The allocator of a first-party capture plugin; use once, in its `lib.rs`.
 ///
 /// mimalloc instead of the system allocator, except in a small CLI call ([`alloc`]). Converting
-/// a large capture allocates a few hundred MB in large blocks (and a decoded HLO module is ~40 times its encoded size); glibc hands each
-/// block out as fresh 4 KB pages, and faulting them in was a third of `get_overview`'s CPU time
-/// on a 56 MB capture (80 k page faults). mimalloc reserves aligned arenas and asks for
-/// transparent huge pages where the kernel offers them (`madvise`), which brings that to ~1.5 k
-/// faults (0.6× the wall time). v2 rather than the crate's default v3: lower peak RSS in the
-/// same measurement. `local_dynamic_tls` because the plugin is loaded with dlopen, where the
-/// initial-exec TLS model may not fit.
+/// a large capture allocates a few hundred MB in large blocks (and a decoded HLO module is ~40
+/// times its encoded size); glibc hands each block out as fresh 4 KB pages, and faulting them in
+/// was a third of `get_overview`'s CPU time on a 56 MB capture (80 k page faults). mimalloc
+/// reserves aligned arenas and asks for transparent huge pages where the kernel offers them
+/// (`madvise`), which brings that to ~1.5 k faults (0.6× the wall time). v2 rather than the
+/// crate's default v3: lower peak RSS in the same measurement. `local_dynamic_tls` because the
+/// plugin is loaded with dlopen, where the initial-exec TLS model may not fit.
 ///
 /// mimalloc and huge pages wait until a call turns out not to be a small CLI one ([`alloc`],
 /// [`pages`]): the deferral of huge pages runs when the library is loaded, before mimalloc
 /// reserves its first arena. Tools that name no capture (the HLO dump tools) keep the C
-/// library's allocator, which is faster for them than mimalloc without huge pages.
+/// library's allocator, as they kept mimalloc without huge pages before; for a decoded module,
+/// the hlo plugin measured the C allocator faster than that (`plugins/hlo/src/lib.rs`).
 #[macro_export]
 macro_rules! capture_plugin_allocator {
     () => {
