@@ -490,24 +490,6 @@ fn crowded_install(release: &Path, dir: &Path) -> crate::Result<PathBuf> {
     Ok(exe)
 }
 
-/// The first-party plugin files (`libxprof_plugin_*.so`) in `dir`.
-fn plugin_files(dir: &Path) -> Vec<PathBuf> {
-    let prefix = format!("{}xprof_plugin_", std::env::consts::DLL_PREFIX);
-    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
-                n.starts_with(&prefix) && n.ends_with(std::env::consts::DLL_SUFFIX)
-            })
-        })
-        .collect();
-    out.sort();
-    out
-}
-
 /// Write `path`'s pages back and drop them from the page cache (`POSIX_FADV_DONTNEED` keeps
 /// dirty pages, hence the `fsync` first). Whether that was done.
 /// (Linux only; elsewhere nothing is dropped.)
@@ -890,6 +872,7 @@ pub fn run(args: &[String]) -> crate::Result {
     // mapping, which leaves them cached as single pages, and a cold process maps those ~10 %
     // slower than the same bytes read back), xprof-rs's by pip.
     let mut programs = vec![xprof.clone()];
+    let plugin_files = |dir: &Path| crate::install::plugin_files(dir).unwrap_or_default();
     programs.extend(plugin_files(&target.join("release")));
     if let Some(exe) = &crowded {
         programs.push(exe.clone());
@@ -1062,7 +1045,7 @@ mod tests {
         ] {
             std::fs::write(dir.join(name), b"bytes").unwrap();
         }
-        let found = plugin_files(&dir);
+        let found = crate::install::plugin_files(&dir).unwrap();
         assert_eq!(
             found,
             [

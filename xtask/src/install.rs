@@ -88,18 +88,28 @@ pub(crate) fn install_into(release: &Path, prefix: &Path) -> crate::Result<(Path
     std::fs::create_dir_all(&plugins)?;
     let exe = bin.join("xprof");
     copy_atomic(&release.join("xprof"), &exe)?;
-    let mut n = 0;
-    for e in std::fs::read_dir(release)? {
-        let p = e?.path();
-        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        if name.starts_with(&format!("{}xprof_plugin_", std::env::consts::DLL_PREFIX))
-            && name.ends_with(std::env::consts::DLL_SUFFIX)
-        {
-            copy_atomic(&p, &plugins.join(name))?;
-            n += 1;
+    let found = plugin_files(release)?;
+    for p in &found {
+        if let Some(name) = p.file_name() {
+            copy_atomic(p, &plugins.join(name))?;
         }
     }
-    Ok((exe, n))
+    Ok((exe, found.len()))
+}
+
+/// The first-party plugin files (`libxprof_plugin_*.so`) in `dir`, sorted.
+pub(crate) fn plugin_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let prefix = format!("{}xprof_plugin_", std::env::consts::DLL_PREFIX);
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        let p = e?.path();
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if name.starts_with(&prefix) && name.ends_with(std::env::consts::DLL_SUFFIX) {
+            out.push(p);
+        }
+    }
+    out.sort();
+    Ok(out)
 }
 
 /// Copy via a temporary name and rename, so a running `xprof` never sees a half-written file.
