@@ -195,11 +195,21 @@ pub fn run_dir(logdir: &Path, run: &str) -> Option<PathBuf> {
     None
 }
 
-fn looks_like_run_dir(dir: &Path) -> bool {
-    read_dir_sorted(dir).is_ok_and(|v| {
+/// The listing of `dir` when it looks like a run directory (it holds an XSpace file), kept so
+/// that opening it does not list it again.
+fn run_dir_listing(dir: &Path) -> Option<Vec<Entry>> {
+    read_dir_sorted(dir).ok().filter(|v| {
         v.iter()
             .any(|e| e.name().is_some_and(|n| xspace_stem(n).is_some()))
     })
+}
+
+/// The directory's own name, which is the run's name when it is opened directly.
+fn dir_name(dir: &Path) -> String {
+    dir.file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// Resolve a selector to a session. Errors name the path or run and say which flag fixes it.
@@ -207,7 +217,8 @@ pub fn resolve(sel: &Selector) -> Result<Session, CaptureError> {
     let sel = sel.clone().with_env_default();
     if let Some(path) = sel.path.as_deref().filter(|p| !p.is_empty()) {
         let p = PathBuf::from(path);
-        if !p.exists() {
+        // One `stat` answers both questions (`exists`, then `is_file`, asked it twice).
+        let Ok(meta) = std::fs::metadata(&p) else {
             // A bare run name given positionally together with --logdir.
             if let Some(logdir) = sel.logdir.as_deref()
                 && let Some(dir) = run_dir(Path::new(logdir), path)
@@ -218,20 +229,15 @@ pub fn resolve(sel: &Selector) -> Result<Session, CaptureError> {
                 path: p,
                 what: "capture path",
             });
-        }
-        if p.is_file() {
+        };
+        if meta.is_file() {
             return open_file(&p);
         }
         if let Some(run) = sel.run.as_deref().filter(|r| !r.is_empty()) {
             return open_run_in_logdir(&p, run);
         }
-        if looks_like_run_dir(&p) {
-            let run = p
-                .file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or_default()
-                .to_string();
-            return open_run_dir(None, run, p);
+        if let Some(entries) = run_dir_listing(&p) {
+            return open_listed_run_dir(None, dir_name(&p), p, entries);
         }
         return open_latest_run(&p);
     }
@@ -242,13 +248,8 @@ pub fn resolve(sel: &Selector) -> Result<Session, CaptureError> {
     match sel.run.as_deref().filter(|r| !r.is_empty()) {
         Some(run) => open_run_in_logdir(&logdir, run),
         None => {
-            if logdir.is_dir() && looks_like_run_dir(&logdir) {
-                let run = logdir
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .unwrap_or_default()
-                    .to_string();
-                return open_run_dir(None, run, logdir);
+            if let Some(entries) = run_dir_listing(&logdir) {
+                return open_listed_run_dir(None, dir_name(&logdir), logdir, entries);
             }
             open_latest_run(&logdir)
         }
@@ -356,8 +357,18 @@ pub fn open_run_dir(
     run: String,
     dir: PathBuf,
 ) -> Result<Session, CaptureError> {
-    let mut hosts = Vec::new();
     let entries = read_dir_sorted(&dir)?;
+    open_listed_run_dir(logdir, run, dir, entries)
+}
+
+/// [`open_run_dir`] with the directory's listing already made.
+fn open_listed_run_dir(
+    logdir: Option<PathBuf>,
+    run: String,
+    dir: PathBuf,
+    entries: Vec<Entry>,
+) -> Result<Session, CaptureError> {
+    let mut hosts = Vec::new();
     for e in &entries {
         if let Some(stem) = e.name().and_then(xspace_stem)
             && e.file
