@@ -251,16 +251,43 @@ struct LineScan {
 /// follows.
 const SCAN_CHUNK_EVENTS: usize = 1 << 16;
 
-fn scan_line(line: &Line) -> LineScan {
+/// The step-root level XProf's preprocessing (`XplaneRootEventMutatorFactory`) gives every
+/// event of this name, replacing any `_r` it carries: TensorFlow Serving's batch processing
+/// and batching session runs are steps even when the capture does not mark them.
+fn preprocessed_root_level(name: &str) -> Option<i64> {
+    match name {
+        "ProcessBatch" => Some(2),
+        "BatchingSessionRun" => Some(1),
+        _ => None,
+    }
+}
+
+/// The step-root level of an event: [`preprocessed_root_level`] of its name, else its `_r`.
+fn root_level(plane: &Plane, e: &crate::model::Event) -> Option<i64> {
+    preprocessed_root_level(&plane.meta(e).name).or_else(|| e.stats.i64(StatKey::IsRoot))
+}
+
+/// Per event metadata, whether [`preprocessed_root_level`] makes its events roots; empty
+/// when none does (the usual case: the scan then reads `_r` alone).
+fn preprocessed_roots(plane: &Plane) -> Vec<bool> {
+    let v: Vec<bool> = plane
+        .metadata
+        .iter()
+        .map(|m| preprocessed_root_level(&m.name).is_some())
+        .collect();
+    if v.contains(&true) { v } else { Vec::new() }
+}
+
+fn scan_line(line: &Line, roots: &[bool]) -> LineScan {
     let n = line.events.len();
     if n <= SCAN_CHUNK_EVENTS {
-        return scan_events(line, 0, n);
+        return scan_events(line, roots, 0, n);
     }
     let mut parts: Vec<LineScan> = (0..n.div_ceil(SCAN_CHUNK_EVENTS))
         .into_par_iter()
         .map(|k| {
             let from = k * SCAN_CHUNK_EVENTS;
-            scan_events(line, from, (from + SCAN_CHUNK_EVENTS).min(n))
+            scan_events(line, roots, from, (from + SCAN_CHUNK_EVENTS).min(n))
         })
         .collect();
     // Each part lists its events in ascending order, and the parts follow each other: joined in
@@ -281,13 +308,16 @@ fn scan_line(line: &Line) -> LineScan {
     }
 }
 
-/// [`scan_line`] over the events `from..to` (indices stay the line's).
-fn scan_events(line: &Line, from: usize, to: usize) -> LineScan {
+/// [`scan_line`] over the events `from..to` (indices stay the line's). `roots`: see
+/// [`preprocessed_roots`].
+fn scan_events(line: &Line, roots: &[bool], from: usize, to: usize) -> LineScan {
     let mut s = LineScan::default();
     for (ei, e) in line.events[from..to].iter().enumerate() {
         let ei = (from + ei) as u32;
         let st = &e.stats;
-        if st.i64(StatKey::IsRoot).is_some_and(|v| v > 0) {
+        if roots.get(e.metadata as usize) == Some(&true)
+            || st.i64(StatKey::IsRoot).is_some_and(|v| v > 0)
+        {
             s.roots.push(ei);
         }
         if let Some(t) = st.u64(StatKey::ConsumerType)
@@ -311,7 +341,12 @@ fn scan_events(line: &Line, from: usize, to: usize) -> LineScan {
 }
 
 fn scan_lines(plane: &Plane) -> Vec<LineScan> {
-    plane.lines.par_iter().map(scan_line).collect()
+    let roots = preprocessed_roots(plane);
+    plane
+        .lines
+        .par_iter()
+        .map(|l| scan_line(l, &roots))
+        .collect()
 }
 
 /// One line's events in visiting order (start ascending, longer first at the same start, then
@@ -439,12 +474,8 @@ fn group_from_roots(plane: &Plane, scans: &mut [LineScan]) -> HostGroups {
         })
         .collect();
     // Higher root levels group first; within a level, earlier roots first.
-    let level = |&(li, ei): &(usize, usize)| {
-        plane.lines[li].events[ei]
-            .stats
-            .i64(StatKey::IsRoot)
-            .unwrap_or(1)
-    };
+    let level =
+        |&(li, ei): &(usize, usize)| root_level(plane, &plane.lines[li].events[ei]).unwrap_or(1);
     let mut keyed: Vec<(std::cmp::Reverse<i64>, i64, (usize, usize))> = roots
         .iter()
         .map(|r| {
@@ -1392,7 +1423,7 @@ mod tests {
             events,
             ..Default::default()
         };
-        let (chunked, whole) = (scan_line(&line), scan_events(&line, 0, n));
+        let (chunked, whole) = (scan_line(&line, &[]), scan_events(&line, &[], 0, n));
         assert_eq!(chunked.roots, whole.roots);
         assert_eq!(chunked.consumers, whole.consumers);
         assert_eq!(chunked.producers, whole.producers);

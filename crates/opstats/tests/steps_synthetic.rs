@@ -587,3 +587,48 @@ fn a_tpu_step_without_ops_of_its_group_is_no_step() {
     let got: Vec<i64> = s.steps.steps.iter().map(|x| x.step_num).collect();
     assert_eq!(got, [0, 2]);
 }
+
+/// TensorFlow Serving: XProf's preprocessing makes every `BatchingSessionRun` (and
+/// `ProcessBatch`) event a step root, without a `_r` stat in the capture. XProf 2.24.2 on this
+/// capture: steps `BatchingSessionRun 1` … `6` (the first and last dropped as incomplete),
+/// each 9 µs = 2 µs host compute + 7 µs "All others"; the same for `ProcessBatch`, and no step
+/// for another name (all three run through `../shared/tools/oracle/runner.py`).
+fn batching_session_runs(name: &str) -> XSpaceBuilder {
+    XSpaceBuilder::new().plane("/host:CPU", |p| {
+        p.line_with_id(1, "worker", |mut l| {
+            for i in 0..8i64 {
+                let b = i * 10_000_000;
+                l = l
+                    .event(name, b, 9_000_000)
+                    .event("compute_py", b + 100_000, 2_000_000);
+            }
+            l
+        })
+    })
+}
+
+#[test]
+fn tf_serving_batches_are_steps_without_root_stats() {
+    for name in ["BatchingSessionRun", "ProcessBatch"] {
+        let s = stats(batching_session_runs(name));
+        assert_eq!(s.steps.source, StepsSource::HostRoots, "{name}");
+        let kept: Vec<String> = s
+            .steps
+            .complete_steps
+            .iter()
+            .map(|x| x.name.clone())
+            .collect();
+        let want: Vec<String> = (1..=6).map(|i| format!("{name} {i}")).collect();
+        assert_eq!(kept, want);
+        for st in &s.steps.complete_steps {
+            let c = st.per_core.values().next().unwrap();
+            assert_eq!(c.duration_ps, 9_000_000);
+            assert_eq!((c.generic_ps[3], c.generic_ps[8]), (2_000_000, 7_000_000));
+        }
+    }
+    // Any other name is no step root.
+    assert_eq!(
+        stats(batching_session_runs("SessionRunLike")).steps.source,
+        StepsSource::None
+    );
+}
