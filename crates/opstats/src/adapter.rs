@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::preprocess::{self, Launches};
 use xprof_proto::xla::HloModuleProto;
 use xprof_proto::xplane::{XPlane, XSpace, XStat, x_event, x_stat};
 use xprof_xspace::hlo::EmbeddedModule;
@@ -75,6 +76,34 @@ impl<'a> StatResolver<'a> {
     }
 }
 
+/// [`RunEvents::append_preprocessed`] for a decoded event: `raw` its stats, `stats` them
+/// resolved.
+fn preprocess_proto_stats(
+    launches: &Launches,
+    rule: preprocess::Rule,
+    raw: &[XStat],
+    stats: &mut Vec<(StatKey, StatValue)>,
+) {
+    let mut values = preprocess::Values::default();
+    for st in raw {
+        let value = match st.value {
+            Some(x_stat::Value::Int64Value(i)) => i as u64,
+            Some(x_stat::Value::Uint64Value(u)) => u,
+            _ => continue,
+        };
+        if let Some(slot) = launches.slot(st.metadata_id) {
+            values.set(slot, value);
+        }
+    }
+    let Some(c) = launches.context(rule, &values) else {
+        return;
+    };
+    let (kind_key, id_key) = context_keys(c.producer);
+    stats.retain(|(k, _)| *k != kind_key && *k != id_key);
+    stats.push((kind_key, StatValue::Uint(c.kind)));
+    stats.push((id_key, StatValue::Uint(c.id)));
+}
+
 /// Convert one decoded plane.
 pub fn plane_from_proto(p: &XPlane) -> Plane {
     let mut r = StatResolver::new(p);
@@ -100,38 +129,52 @@ pub fn plane_from_proto(p: &XPlane) -> Plane {
             metadata[i as usize].children = children;
         }
     }
+    let launches = Launches::of(
+        &p.name,
+        metadata.iter().map(|m| m.name.as_str()),
+        p.stat_metadata.iter().map(|(id, m)| (*id, m.name.as_str())),
+    );
     // Events naming unknown metadata get an empty one, as XProf's visitor does.
     let unknown = metadata.len() as u32;
     metadata.push(EventMetadata::default());
     let lines = p
         .lines
         .iter()
-        .map(|l| Line {
-            id: l.id,
-            name: l.name.clone(),
-            display_name: l.display_name.clone(),
-            timestamp_ns: l.timestamp_ns,
-            events: l
-                .events
-                .iter()
-                .map(|e| {
-                    let (offset, occ) = match e.data {
-                        Some(x_event::Data::OffsetPs(o)) => (o, 0),
-                        Some(x_event::Data::NumOccurrences(n)) => (0, n),
-                        None => (0, 0),
-                    };
-                    let mut stats = r.resolve(&e.stats);
-                    if occ != 0 {
-                        stats.push((StatKey::NumOccurrences, StatValue::Int(occ)));
-                    }
-                    Event {
-                        metadata: index.get(&e.metadata_id).copied().unwrap_or(unknown),
-                        start_ps: l.timestamp_ns.saturating_mul(1000).saturating_add(offset),
-                        duration_ps: e.duration_ps,
-                        stats: Stats::from(stats),
-                    }
-                })
-                .collect(),
+        .map(|l| {
+            let module_line = launches.as_ref().is_some_and(|x| x.module_line(&l.name));
+            Line {
+                id: l.id,
+                name: l.name.clone(),
+                display_name: l.display_name.clone(),
+                timestamp_ns: l.timestamp_ns,
+                events: l
+                    .events
+                    .iter()
+                    .map(|e| {
+                        let (offset, occ) = match e.data {
+                            Some(x_event::Data::OffsetPs(o)) => (o, 0),
+                            Some(x_event::Data::NumOccurrences(n)) => (0, n),
+                            None => (0, 0),
+                        };
+                        let mut stats = r.resolve(&e.stats);
+                        let position = index.get(&e.metadata_id).map(|&i| i as usize);
+                        if let Some(launches) = &launches
+                            && let Some(rule) = launches.rule(module_line, position)
+                        {
+                            preprocess_proto_stats(launches, rule, &e.stats, &mut stats);
+                        }
+                        if occ != 0 {
+                            stats.push((StatKey::NumOccurrences, StatValue::Int(occ)));
+                        }
+                        Event {
+                            metadata: index.get(&e.metadata_id).copied().unwrap_or(unknown),
+                            start_ps: l.timestamp_ns.saturating_mul(1000).saturating_add(offset),
+                            duration_ps: e.duration_ps,
+                            stats: Stats::from(stats),
+                        }
+                    })
+                    .collect(),
+            }
         })
         .collect();
     Plane {
@@ -319,6 +362,10 @@ enum Sink<'a> {
 /// (made shared once the run is complete, [`RunEvents::complete`]).
 struct RunEvents<'a> {
     keys: KeyTable,
+    /// The plane's preprocessing (XProf's launch flows), and whether this run's line is a TPU
+    /// core's `XLA Modules`.
+    launches: Option<Arc<Launches>>,
+    module_line: bool,
     /// Index of the empty metadata appended to the plane's (events naming unknown metadata).
     unknown: u32,
     events: Sink<'a>,
@@ -335,6 +382,8 @@ impl<'a> RunEvents<'a> {
     fn new(keys: KeyTable, unknown: u32, events: Sink<'a>) -> Self {
         RunEvents {
             keys,
+            launches: None,
+            module_line: false,
             unknown,
             events,
             stats: StatChunk::default(),
@@ -355,6 +404,9 @@ impl<'a> RunEvents<'a> {
     }
 
     /// Resolve `stats` into the run's stat storage.
+    // Inlined into the event loop (where most of a load goes): with a second caller, the
+    // preprocessing path, the compiler stopped inlining it, and large loads took ~8 % longer.
+    #[inline(always)]
     fn append<'s>(
         &mut self,
         plane: xprof_xspace::Plane<'s>,
@@ -390,6 +442,39 @@ impl<'a> RunEvents<'a> {
         }
     }
 
+    /// Append an event's stats as XProf's preprocessing leaves them: with the producer or
+    /// consumer context `rule` makes of its ids, in place of any it had.
+    #[cold]
+    fn append_preprocessed(&mut self, e: xprof_xspace::Event<'_>, rule: preprocess::Rule) {
+        let Some(launches) = self.launches.clone() else {
+            return self.append(e.plane(), e.stats());
+        };
+        let mut values = preprocess::Values::default();
+        for st in e.stats() {
+            let value = match st.value {
+                xprof_xspace::StatValue::Int(i) => i as u64,
+                xprof_xspace::StatValue::Uint(u) => u,
+                _ => continue,
+            };
+            if let Some(slot) = launches.slot(st.metadata_id) {
+                values.set(slot, value);
+            }
+        }
+        let Some(c) = launches.context(rule, &values) else {
+            return self.append(e.plane(), e.stats());
+        };
+        let (kind_key, id_key) = context_keys(c.producer);
+        let keys = self.keys.clone();
+        self.append(
+            e.plane(),
+            e.stats().filter(
+                |st| !matches!(keys.get(st.metadata_id), Some(k) if k == kind_key || k == id_key),
+            ),
+        );
+        self.stats.push_uint(kind_key, c.kind);
+        self.stats.push_uint(id_key, c.id);
+    }
+
     /// The stats stored from `start` on, as a range of the (not yet shared) storage.
     fn since(&self, start: usize) -> Stats {
         let len = self.stats.len() - start;
@@ -415,7 +500,14 @@ impl<'a> RunEvents<'a> {
     #[inline]
     fn event(&mut self, e: xprof_xspace::Event<'_>, metadata_position: Option<usize>) {
         let start = self.stats.len();
-        self.append(e.plane(), e.stats());
+        let rule = self
+            .launches
+            .as_ref()
+            .and_then(|l| l.rule(self.module_line, metadata_position));
+        match rule {
+            Some(rule) => self.append_preprocessed(e, rule),
+            None => self.append(e.plane(), e.stats()),
+        }
         let occurrences = e.num_occurrences();
         if occurrences != 0 {
             self.stats.push_int(StatKey::NumOccurrences, occurrences);
@@ -468,6 +560,24 @@ impl<'a> RunEvents<'a> {
             }
         }
     }
+}
+
+/// The stat keys of a producer's or a consumer's context (type, id).
+fn context_keys(producer: bool) -> (StatKey, StatKey) {
+    if producer {
+        (StatKey::ProducerType, StatKey::ProducerId)
+    } else {
+        (StatKey::ConsumerType, StatKey::ConsumerId)
+    }
+}
+
+/// The preprocessing of a plane read by the reader.
+fn reader_launches(p: xprof_xspace::Plane<'_>) -> Option<Launches> {
+    Launches::of(
+        p.name(),
+        p.event_metadata_iter().map(|m| m.name()),
+        p.stat_metadata_iter().map(|m| (m.id(), m.name())),
+    )
 }
 
 /// Lines of a TPU plane the engine reads; the rest (LLO bundles, TraceMe, counters) can hold
@@ -566,14 +676,18 @@ fn plane_shell(p: xprof_xspace::Plane<'_>, keys: &KeyTable) -> (Plane, Vec<usize
     (plane, kept)
 }
 
+/// A plane's stat key table and preprocessing, shared by the runs converting it.
+type PlaneTables = (KeyTable, Option<Arc<Launches>>);
+
 /// A line's place: (plane's position in the file, line's position in the plane).
 type LineKey = (usize, usize);
 
 /// What [`load_host_space`] does with each run of events while the reader validates them.
 struct Convert<'a> {
     host_events: HostEvents,
-    /// Per plane (by its index in the file): the stat key table, built by the first run.
-    keys: std::sync::Mutex<HashMap<usize, KeyTable>>,
+    /// Per plane (by its index in the file): the stat key table and the preprocessing, built
+    /// by the first run.
+    keys: std::sync::Mutex<HashMap<usize, PlaneTables>>,
     /// The parts of the lines in several runs, by (line, first event of the run).
     parts: std::sync::Mutex<HashMap<(LineKey, usize), &'a mut [Event]>>,
 }
@@ -589,12 +703,12 @@ impl<'a> xprof_xspace::EventScan for Convert<'a> {
         if !engine_reads_plane(p.name()) || !engine_reads_line(p.name(), line.name()) {
             return None;
         }
-        let keys = self
+        let (keys, launches) = self
             .keys
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .entry(p.index())
-            .or_insert_with(|| Arc::new(reader_keys(p)))
+            .or_insert_with(|| (Arc::new(reader_keys(p)), reader_launches(p).map(Arc::new)))
             .clone();
         let part = self
             .parts
@@ -607,7 +721,12 @@ impl<'a> xprof_xspace::EventScan for Convert<'a> {
             None if only_events_with(p.name(), self.host_events).is_some() => Sink::Own(Vec::new()),
             None => Sink::Own(Vec::with_capacity(run.events.len())),
         };
-        Some(RunEvents::new(keys, p.num_event_metadata() as u32, sink))
+        let mut acc = RunEvents::new(keys, p.num_event_metadata() as u32, sink);
+        acc.module_line = launches
+            .as_ref()
+            .is_some_and(|l| l.module_line(line.name()));
+        acc.launches = launches;
+        Some(acc)
     }
     #[inline]
     fn event(&self, acc: &mut RunEvents<'a>, e: xprof_xspace::Event<'_>, position: Option<usize>) {
@@ -740,7 +859,7 @@ fn assemble(
     space: &xprof_xspace::XSpace,
     own: Vec<(usize, usize, Vec<Event>)>,
     mut filled: HashMap<LineKey, Vec<Event>>,
-    keys: &HashMap<usize, KeyTable>,
+    keys: &HashMap<usize, PlaneTables>,
 ) -> Vec<Plane> {
     use rayon::prelude::*;
     let planes: Vec<xprof_xspace::Plane<'_>> = space.planes().collect();
@@ -772,7 +891,7 @@ fn assemble(
         .map(|(p, mut lines)| {
             let keys = keys
                 .get(&p.index())
-                .cloned()
+                .map(|t| t.0.clone())
                 .unwrap_or_else(|| Arc::new(reader_keys(*p)));
             let (mut plane, kept) = plane_shell(*p, &keys);
             for (line, &i) in plane.lines.iter_mut().zip(&kept) {

@@ -82,6 +82,7 @@ pub mod metrics;
 pub mod model;
 pub mod nesting;
 pub mod opstats;
+mod preprocess;
 pub mod steps;
 pub mod tfop;
 pub mod views;

@@ -632,3 +632,159 @@ fn tf_serving_batches_are_steps_without_root_stats() {
         StepsSource::None
     );
 }
+
+/// Host steps whose `python` roots (each nesting `producer` with stats `a`, `b`) reach work on
+/// a runtime thread only through ids XProf's preprocessing turns into flows: `consumer`
+/// [1, 4] µs of each 10 µs step, with the same stats, nests `work` [1.5, 2.5] µs.
+fn runtime_requests(producer: &str, consumer: &str, a: &str, b: &str) -> XSpaceBuilder {
+    XSpaceBuilder::new().plane("/host:CPU", |p| {
+        p.line_with_id(1, "python", |mut l| {
+            for i in 0..8i64 {
+                let t = i * 10_000_000;
+                l = l
+                    .event("train", t, 10_000_000)
+                    .stat("_r", 1i64)
+                    .stat("step_num", i)
+                    .event(producer, t + 100_000, 200_000)
+                    .stat(a, 1000 + i)
+                    .stat(b, 99i64);
+            }
+            l
+        })
+        .line_with_id(2, "runtime", |mut l| {
+            for i in 0..8i64 {
+                let t = i * 10_000_000;
+                l = l
+                    .event(consumer, t + 1_000_000, 3_000_000)
+                    .stat(a, 1000 + i)
+                    .stat(b, 99i64)
+                    .event("work", t + 1_500_000, 1_000_000);
+            }
+            l
+        })
+    })
+}
+
+#[test]
+fn runtime_requests_join_the_step_that_queued_them_as_xprofs_preprocessing_links_them() {
+    // XProf 2.24.2 (`../shared/tools/oracle/runner.py`) on the `PjrtAsyncWait`, `TpuExecuteOp`
+    // and unlinked captures: steps `train 1` … `train 6` with 3.2 µs host compute (the
+    // producer's 0.2 µs + the request's 3 µs) when the two ends are linked, 0.2 µs when the
+    // consumer is no request. `RunProgramRequest` is another consumer of the same rule.
+    let linked = [
+        (
+            "EnqueueRequestLocked",
+            "PjrtAsyncWait",
+            "request_id",
+            "queue_addr",
+        ),
+        (
+            "EnqueueRequestLocked",
+            "RunProgramRequest",
+            "request_id",
+            "queue_addr",
+        ),
+        ("ExecutorState::Process", "TpuExecuteOp", "id", "iter_num"),
+    ];
+    for (producer, consumer, a, b) in linked {
+        let s = stats(runtime_requests(producer, consumer, a, b));
+        assert_eq!(s.steps.complete_steps.len(), 6, "{consumer}");
+        for st in &s.steps.complete_steps {
+            let g = st.per_core.values().next().unwrap().generic_ps;
+            assert_eq!((g[3], g[8]), (3_200_000, 6_800_000), "{consumer}");
+        }
+    }
+    let unlinked = stats(runtime_requests(
+        "EnqueueRequestLocked",
+        "NotARequest",
+        "request_id",
+        "queue_addr",
+    ));
+    let g = unlinked.steps.complete_steps[0]
+        .per_core
+        .values()
+        .next()
+        .unwrap()
+        .generic_ps;
+    assert_eq!((g[3], g[8]), (200_000, 9_800_000));
+}
+
+/// A TPU capture whose host steps launch programs (`DoEnqueueProgram` with `run_id`,
+/// `queue_id`, `device_ordinal`) that the core's `XLA Modules` execute (same `run_id`,
+/// `queue_id`), with no flow stats anywhere.
+fn tpu_launches(host_runs: [i64; 2], device_runs: [i64; 2]) -> XSpaceBuilder {
+    XSpaceBuilder::new()
+        .plane("/host:CPU", |p| {
+            p.line_with_id(1, "python", |l| {
+                l.event("train", 0, 1000)
+                    .stat("_r", 1i64)
+                    .stat("step_num", 5i64)
+                    .event("DoEnqueueProgram", 10, 50)
+                    .stat("run_id", host_runs[0])
+                    .stat("queue_id", 0i64)
+                    .stat("device_ordinal", 0i64)
+                    .event("train", 1000, 1000)
+                    .stat("_r", 1i64)
+                    .stat("step_num", 6i64)
+                    .event("DoEnqueueProgram", 1010, 50)
+                    .stat("run_id", host_runs[1])
+                    .stat("queue_id", 0i64)
+                    .stat("device_ordinal", 0i64)
+            })
+        })
+        .plane("/device:TPU:0", |p| {
+            p.line("Steps", |l| {
+                l.event("s", 100, 800)
+                    .event("s", 1100, 800)
+                    .event("s", 2100, 400)
+            })
+            .line("XLA Modules", |l| {
+                l.event("jit_f(42)", 150, 600)
+                    .stat("run_id", device_runs[0])
+                    .stat("queue_id", 0i64)
+                    .event("jit_f(42)", 1150, 600)
+                    .stat("run_id", device_runs[1])
+                    .stat("queue_id", 0i64)
+            })
+            .line("XLA Ops", |l| {
+                let l = op(l, "fusion.1", 1, "loop fusion", 200, 100);
+                let l = op(l, "fusion.1", 1, "loop fusion", 1200, 100);
+                op(l, "fusion.1", 1, "loop fusion", 2200, 100)
+            })
+        })
+}
+
+#[test]
+fn tpu_modules_join_the_host_step_that_launched_them_by_run_and_queue_id() {
+    // XProf 2.24.2's step numbers on these captures: [0, 1] when the run ids match (the
+    // host's cut to 27 bits first), [2, 3, 4] when they do not.
+    // Through the file reader the tools use, and the decoded-proto adapter.
+    let steps = |b: XSpaceBuilder| -> Vec<(i64, String)> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("host0.xplane.pb");
+        b.write(&path).unwrap();
+        let (space, _) = xprof_opstats::load::load_host("host0", &path, &[]).unwrap();
+        let read = build(&space);
+        let decoded = stats(b);
+        let of = |s: &OpStats| -> Vec<(i64, String)> {
+            s.steps
+                .steps
+                .iter()
+                .map(|x| (x.step_num, x.name.clone()))
+                .collect()
+        };
+        assert_eq!(of(&read), of(&decoded));
+        of(&read)
+    };
+    let joined = vec![(0, "train 5".to_string()), (1, "train 6".to_string())];
+    assert_eq!(steps(tpu_launches([7, 8], [7, 8])), joined);
+    assert_eq!(
+        steps(tpu_launches([7 + (1 << 27), 8 + (1 << 28)], [7, 8])),
+        joined
+    );
+    let apart: Vec<i64> = steps(tpu_launches([7, 8], [17, 18]))
+        .into_iter()
+        .map(|x| x.0)
+        .collect();
+    assert_eq!(apart, [2, 3, 4]);
+}

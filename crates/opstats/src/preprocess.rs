@@ -1,0 +1,323 @@
+//! The flows XProf's preprocessing adds to a capture before it groups steps
+//! (`PreprocessXPlane`'s event mutators): TPU runtimes record a program launch on the host and
+//! its execution on the device with matching ids (`run_id`, `queue_id`, …) but no flow stats,
+//! and XProf turns those ids into producer (`_pt`, `_p`) and consumer (`_ct`, `_c`) contexts.
+//! Through them a device's `XLA Modules` events join the host step that launched them.
+//!
+//! The adapters apply [`Launches`] while converting events: the few events it names get the
+//! context stats XProf gives them (replacing any they had), nothing else changes. The
+//! context ids are ours (XProf hashes with absl): only which events share one matters.
+//!
+//! Not reproduced: the thread-pool regions (`ThreadpoolListener::Region`), which XProf 2.24.2
+//! adds but never groups (checked with its converters), and the root levels of TensorFlow
+//! Serving's batches, which the host grouping reads from the names itself.
+
+use std::hash::{Hash, Hasher};
+
+/// XProf's `ContextType` values of the contexts made here.
+const LEGACY: u64 = 1;
+const TPU_STREAM: u64 = 11;
+const TPU_LAUNCH: u64 = 12;
+
+/// `run_id`s of host launch events are cut to their 27 low bits first (XProf's
+/// `HostRunIdMutator`); the device records them that way.
+const RUN_ID_MASK: u64 = (1 << 27) - 1;
+
+/// The stats the contexts are made of, as indices into [`Ids`].
+#[derive(Clone, Copy)]
+enum Slot {
+    DeviceOrdinal,
+    QueueId,
+    RunId,
+    CoreType,
+    StepId,
+    IterNum,
+    RequestId,
+    QueueAddr,
+}
+
+const SLOTS: usize = 8;
+
+/// A stat's slot by its name (XProf's `StatType` names).
+fn slot_of(name: &str) -> Option<Slot> {
+    Some(match name {
+        "device_ordinal" => Slot::DeviceOrdinal,
+        "queue_id" => Slot::QueueId,
+        "run_id" => Slot::RunId,
+        "core_type" => Slot::CoreType,
+        // `kStepId` is named "id".
+        "id" => Slot::StepId,
+        "iter_num" => Slot::IterNum,
+        "request_id" => Slot::RequestId,
+        "queue_addr" => Slot::QueueAddr,
+        _ => None?,
+    })
+}
+
+/// What the preprocessing makes of an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Rule {
+    /// `EnqueueRequestLocked` → the request it queued (`request_id`, `queue_addr`).
+    QueueProducer,
+    QueueConsumer,
+    /// `DoEnqueueProgram` → `CompleteCallbacks` (`device_ordinal`, `queue_id`, `run_id`,
+    /// `core_type` or 0).
+    LaunchProducer,
+    LaunchConsumer,
+    /// A TPU core's `XLA Modules` event: the launch it executes (the plane's ordinal, its
+    /// `queue_id`, `run_id`, `core_type` or 0).
+    Module,
+    /// TensorFlow's `ExecutorState::Process` → `TpuExecuteOp` (`id`, `iter_num`).
+    LegacyProducer,
+    LegacyConsumer,
+}
+
+/// The rule for events of this name on a host or non-module line.
+fn rule_of(name: &str) -> Option<Rule> {
+    Some(match name {
+        "EnqueueRequestLocked" => Rule::QueueProducer,
+        "RunProgramRequest"
+        | "HostCallbackRequest"
+        | "TransferH2DRequest"
+        | "TransferPreprocessedH2DRequest"
+        | "TransferD2HRequest"
+        | "OnDeviceSendRequest"
+        | "OnDeviceRecvRequest"
+        | "OnDeviceSendRecvLocalRequest"
+        | "CustomWait"
+        | "OnDeviceSendRequestMulti"
+        | "OnDeviceRecvRequestMulti"
+        | "PjrtAsyncWait" => Rule::QueueConsumer,
+        "DoEnqueueProgram" => Rule::LaunchProducer,
+        "CompleteCallbacks" => Rule::LaunchConsumer,
+        "ExecutorState::Process" => Rule::LegacyProducer,
+        "TpuExecuteOp" => Rule::LegacyConsumer,
+        _ => None?,
+    })
+}
+
+/// The device ordinal of a TPU core plane (`/device:TPU:<n>`), whose `XLA Modules` XProf
+/// connects to their launches.
+fn tpu_core_ordinal(plane: &str) -> Option<u64> {
+    let digits = plane.strip_prefix("/device:TPU:")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// A context id from the stats that make it (and a tag telling the kinds of context apart).
+fn context_id(tag: u64, values: &[u64]) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    tag.hash(&mut h);
+    values.hash(&mut h);
+    h.finish()
+}
+
+/// The values of an event's stats that a context can be made of.
+#[derive(Default)]
+pub(crate) struct Values([Option<u64>; SLOTS]);
+
+impl Values {
+    fn get(&self, s: Slot) -> Option<u64> {
+        self.0[s as usize]
+    }
+}
+
+/// A producer or consumer context given to an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Context {
+    pub producer: bool,
+    pub kind: u64,
+    pub id: u64,
+}
+
+/// One plane's preprocessing: which event metadata (by position) and lines get contexts, and
+/// which of the plane's stat ids feed them.
+pub(crate) struct Launches {
+    /// Per event-metadata position, its rule.
+    rules: Vec<Option<Rule>>,
+    /// Stat metadata id → slot.
+    slots: Vec<(i64, Slot)>,
+    /// The plane's device ordinal, when its `XLA Modules` line gets contexts.
+    ordinal: Option<u64>,
+}
+
+impl Launches {
+    /// The plane's preprocessing, `None` when it gives no event a context (most planes).
+    /// `metadata`: event metadata names by position; `stats`: (id, name) of its stat metadata.
+    pub(crate) fn of<'a>(
+        plane: &str,
+        metadata: impl Iterator<Item = &'a str>,
+        stats: impl Iterator<Item = (i64, &'a str)>,
+    ) -> Option<Launches> {
+        let slots: Vec<(i64, Slot)> = stats
+            .filter_map(|(id, n)| slot_of(n).map(|s| (id, s)))
+            .collect();
+        if slots.is_empty() {
+            return None;
+        }
+        let rules: Vec<Option<Rule>> = metadata.map(rule_of).collect();
+        let ordinal = tpu_core_ordinal(plane);
+        (ordinal.is_some() || rules.iter().any(Option::is_some)).then_some(Launches {
+            rules,
+            slots,
+            ordinal,
+        })
+    }
+
+    /// Whether a line's events are a TPU core's modules, which all get [`Rule::Module`].
+    pub(crate) fn module_line(&self, line: &str) -> bool {
+        self.ordinal.is_some() && line == "XLA Modules"
+    }
+
+    /// The rule for an event of this metadata position, on a [`Self::module_line`] or not
+    /// (`None`: the event is converted as it is).
+    pub(crate) fn rule(&self, module_line: bool, metadata_position: Option<usize>) -> Option<Rule> {
+        if module_line {
+            return Some(Rule::Module);
+        }
+        self.rules.get(metadata_position?).copied().flatten()
+    }
+
+    /// The slot a stat id feeds.
+    pub(crate) fn slot(&self, stat_id: i64) -> Option<usize> {
+        self.slots
+            .iter()
+            .find(|(id, _)| *id == stat_id)
+            .map(|(_, s)| *s as usize)
+    }
+
+    /// The context `rule` gives an event with these stat values, `None` when a stat it needs
+    /// is missing (XProf then leaves the event as it is).
+    pub(crate) fn context(&self, rule: Rule, v: &Values) -> Option<Context> {
+        use Slot::*;
+        let core_type = v.get(CoreType).unwrap_or(0);
+        let launch = |ordinal: u64, run_id: u64| -> Option<u64> {
+            Some(context_id(
+                TPU_LAUNCH,
+                &[ordinal, v.get(QueueId)?, run_id, core_type],
+            ))
+        };
+        let (producer, kind, id) = match rule {
+            Rule::QueueProducer | Rule::QueueConsumer => (
+                rule == Rule::QueueProducer,
+                TPU_STREAM,
+                context_id(TPU_STREAM, &[v.get(RequestId)?, v.get(QueueAddr)?]),
+            ),
+            Rule::LaunchProducer | Rule::LaunchConsumer => (
+                rule == Rule::LaunchProducer,
+                TPU_LAUNCH,
+                launch(v.get(DeviceOrdinal)?, v.get(RunId)? & RUN_ID_MASK)?,
+            ),
+            Rule::Module => (false, TPU_LAUNCH, launch(self.ordinal?, v.get(RunId)?)?),
+            Rule::LegacyProducer | Rule::LegacyConsumer => (
+                rule == Rule::LegacyProducer,
+                LEGACY,
+                context_id(LEGACY, &[v.get(StepId)?, v.get(IterNum)?]),
+            ),
+        };
+        Some(Context { producer, kind, id })
+    }
+}
+
+impl Values {
+    /// Record a stat's integer value in its slot.
+    pub(crate) fn set(&mut self, slot: usize, value: u64) {
+        if let Some(s) = self.0.get_mut(slot) {
+            *s = Some(value);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(pairs: &[(Slot, u64)]) -> Values {
+        let mut v = Values::default();
+        for &(s, x) in pairs {
+            v.set(s as usize, x);
+        }
+        v
+    }
+
+    #[test]
+    fn a_launch_and_its_module_share_a_context_once_the_host_run_id_is_cut() {
+        let host = Launches::of(
+            "/host:CPU",
+            ["DoEnqueueProgram", "CompleteCallbacks", "other"].into_iter(),
+            [(1, "run_id"), (2, "queue_id"), (3, "device_ordinal")].into_iter(),
+        )
+        .unwrap();
+        assert_eq!(host.rule(false, Some(0)), Some(Rule::LaunchProducer));
+        assert_eq!(host.rule(false, Some(1)), Some(Rule::LaunchConsumer));
+        assert_eq!(host.rule(false, Some(2)), None);
+        assert!(!host.module_line("XLA Modules"));
+        let device = Launches::of(
+            "/device:TPU:3",
+            ["jit_f(1)"].into_iter(),
+            [(7, "run_id"), (8, "queue_id")].into_iter(),
+        )
+        .unwrap();
+        assert!(device.module_line("XLA Modules") && !device.module_line("XLA Ops"));
+        assert_eq!(device.rule(true, Some(0)), Some(Rule::Module));
+        assert_eq!(device.rule(false, Some(0)), None);
+        use Slot::*;
+        let run = 5 + (1 << 27);
+        let p = host
+            .context(
+                Rule::LaunchProducer,
+                &values(&[(DeviceOrdinal, 3), (QueueId, 1), (RunId, run)]),
+            )
+            .unwrap();
+        let m = device
+            .context(Rule::Module, &values(&[(QueueId, 1), (RunId, 5)]))
+            .unwrap();
+        assert!(p.producer && !m.producer);
+        assert_eq!((p.kind, p.id), (m.kind, m.id));
+        // Another core, queue or core type is another launch.
+        let other = device
+            .context(
+                Rule::Module,
+                &values(&[(QueueId, 1), (RunId, 5), (CoreType, 1)]),
+            )
+            .unwrap();
+        assert_ne!(other.id, m.id);
+        // A missing stat: no context.
+        assert_eq!(
+            host.context(Rule::LaunchProducer, &values(&[(RunId, 5)])),
+            None
+        );
+    }
+
+    #[test]
+    fn planes_without_launch_events_or_stats_need_no_preprocessing() {
+        assert!(
+            Launches::of(
+                "/host:CPU",
+                ["train"].into_iter(),
+                [(1, "run_id")].into_iter()
+            )
+            .is_none()
+        );
+        assert!(
+            Launches::of(
+                "/host:CPU",
+                ["DoEnqueueProgram"].into_iter(),
+                [(1, "_r")].into_iter()
+            )
+            .is_none()
+        );
+        assert!(
+            Launches::of(
+                "/device:TPU:0 SparseCore 1",
+                [].into_iter(),
+                [(1, "run_id")].into_iter()
+            )
+            .is_none()
+        );
+        assert_eq!(tpu_core_ordinal("/device:TPU:12"), Some(12));
+        assert_eq!(tpu_core_ordinal("/device:TPU:"), None);
+    }
+}
