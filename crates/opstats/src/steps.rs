@@ -251,34 +251,50 @@ struct LineScan {
 /// follows.
 const SCAN_CHUNK_EVENTS: usize = 1 << 16;
 
-/// The step-root level XProf's preprocessing (`XplaneRootEventMutatorFactory`) gives every
-/// event of this name, replacing any `_r` it carries: TensorFlow Serving's batch processing
-/// and batching session runs are steps even when the capture does not mark them.
-fn preprocessed_root_level(name: &str) -> Option<i64> {
+/// The step-root level XProf 2.24.2 gives events of this name (checked with its converters:
+/// each makes steps of events without a `_r` stat), and whether it replaces a `_r` the event
+/// carries. Its preprocessing (`XplaneRootEventMutatorFactory`) sets the level of TensorFlow
+/// Serving's and Orbax's batches whatever they carry; a `TraceContext` is a root unless its
+/// own `_r` says otherwise.
+fn preprocessed_root(name: &str) -> Option<(i64, bool)> {
     match name {
-        "ProcessBatch" => Some(2),
-        "BatchingSessionRun" => Some(1),
+        "ProcessBatch" | "OrbaxServing::ProcessBatch" => Some((2, true)),
+        "BatchingSessionRun" => Some((1, true)),
+        "TraceContext" => Some((1, false)),
         _ => None,
     }
 }
 
-/// The step-root level of an event: [`preprocessed_root_level`] of its name, else its `_r`.
-fn root_level(plane: &Plane, e: &crate::model::Event) -> Option<i64> {
-    preprocessed_root_level(&plane.meta(e).name).or_else(|| e.stats.i64(StatKey::IsRoot))
+/// The step-root level of an event given [`preprocessed_root`] of its name.
+fn level_of(preprocessed: Option<(i64, bool)>, e: &crate::model::Event) -> Option<i64> {
+    match preprocessed {
+        Some((level, true)) => Some(level),
+        Some((level, false)) => Some(e.stats.i64(StatKey::IsRoot).unwrap_or(level)),
+        None => e.stats.i64(StatKey::IsRoot),
+    }
 }
 
-/// Per event metadata, whether [`preprocessed_root_level`] makes its events roots; empty
-/// when none does (the usual case: the scan then reads `_r` alone).
-fn preprocessed_roots(plane: &Plane) -> Vec<bool> {
-    let v: Vec<bool> = plane
+/// The step-root level of an event ([`level_of`] its name).
+fn root_level(plane: &Plane, e: &crate::model::Event) -> Option<i64> {
+    level_of(preprocessed_root(&plane.meta(e).name), e)
+}
+
+/// Per event metadata, [`preprocessed_root`] of its name; empty when no name has one (the
+/// usual case: the scan then reads `_r` alone).
+fn preprocessed_roots(plane: &Plane) -> Vec<Option<(i64, bool)>> {
+    let v: Vec<Option<(i64, bool)>> = plane
         .metadata
         .iter()
-        .map(|m| preprocessed_root_level(&m.name).is_some())
+        .map(|m| preprocessed_root(&m.name))
         .collect();
-    if v.contains(&true) { v } else { Vec::new() }
+    if v.iter().any(Option::is_some) {
+        v
+    } else {
+        Vec::new()
+    }
 }
 
-fn scan_line(line: &Line, roots: &[bool]) -> LineScan {
+fn scan_line(line: &Line, roots: &[Option<(i64, bool)>]) -> LineScan {
     let n = line.events.len();
     if n <= SCAN_CHUNK_EVENTS {
         return scan_events(line, roots, 0, n);
@@ -310,14 +326,12 @@ fn scan_line(line: &Line, roots: &[bool]) -> LineScan {
 
 /// [`scan_line`] over the events `from..to` (indices stay the line's). `roots`: see
 /// [`preprocessed_roots`].
-fn scan_events(line: &Line, roots: &[bool], from: usize, to: usize) -> LineScan {
+fn scan_events(line: &Line, roots: &[Option<(i64, bool)>], from: usize, to: usize) -> LineScan {
     let mut s = LineScan::default();
     for (ei, e) in line.events[from..to].iter().enumerate() {
         let ei = (from + ei) as u32;
         let st = &e.stats;
-        if roots.get(e.metadata as usize) == Some(&true)
-            || st.i64(StatKey::IsRoot).is_some_and(|v| v > 0)
-        {
+        if level_of(roots.get(e.metadata as usize).copied().flatten(), e).is_some_and(|v| v > 0) {
             s.roots.push(ei);
         }
         if let Some(t) = st.u64(StatKey::ConsumerType)

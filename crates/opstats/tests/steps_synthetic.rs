@@ -588,11 +588,12 @@ fn a_tpu_step_without_ops_of_its_group_is_no_step() {
     assert_eq!(got, [0, 2]);
 }
 
-/// TensorFlow Serving: XProf's preprocessing makes every `BatchingSessionRun` (and
-/// `ProcessBatch`) event a step root, without a `_r` stat in the capture. XProf 2.24.2 on this
+/// Serving: XProf makes every `BatchingSessionRun`, `ProcessBatch` (TensorFlow Serving, Orbax)
+/// and `TraceContext` event a step root, without a `_r` stat in the capture. XProf 2.24.2 on this
 /// capture: steps `BatchingSessionRun 1` … `6` (the first and last dropped as incomplete),
-/// each 9 µs = 2 µs host compute + 7 µs "All others"; the same for `ProcessBatch`, and no step
-/// for another name (all three run through `../shared/tools/oracle/runner.py`).
+/// each 9 µs = 2 µs host compute + 7 µs "All others"; the same for `ProcessBatch`,
+/// `OrbaxServing::ProcessBatch` and `TraceContext`, and no step for other names (`SessionRunLike`,
+/// `BrainSessionRun`, `ServingModelRun`); all run through `../shared/tools/oracle/runner.py`.
 fn batching_session_runs(name: &str) -> XSpaceBuilder {
     XSpaceBuilder::new().plane("/host:CPU", |p| {
         p.line_with_id(1, "worker", |mut l| {
@@ -609,7 +610,12 @@ fn batching_session_runs(name: &str) -> XSpaceBuilder {
 
 #[test]
 fn tf_serving_batches_are_steps_without_root_stats() {
-    for name in ["BatchingSessionRun", "ProcessBatch"] {
+    for name in [
+        "BatchingSessionRun",
+        "ProcessBatch",
+        "OrbaxServing::ProcessBatch",
+        "TraceContext",
+    ] {
         let s = stats(batching_session_runs(name));
         assert_eq!(s.steps.source, StepsSource::HostRoots, "{name}");
         let kept: Vec<String> = s
@@ -627,10 +633,10 @@ fn tf_serving_batches_are_steps_without_root_stats() {
         }
     }
     // Any other name is no step root.
-    assert_eq!(
-        stats(batching_session_runs("SessionRunLike")).steps.source,
-        StepsSource::None
-    );
+    for name in ["SessionRunLike", "BrainSessionRun", "ServingModelRun"] {
+        let s = stats(batching_session_runs(name));
+        assert_eq!(s.steps.source, StepsSource::None, "{name}");
+    }
 }
 
 /// Host steps whose `python` roots (each nesting `producer` with stats `a`, `b`) reach work on
