@@ -56,7 +56,7 @@ impl EventQuery<'static> {
 }
 
 /// One matching event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub struct Hit<'a> {
     pub plane: &'a str,
     pub line: &'a str,
@@ -65,7 +65,37 @@ pub struct Hit<'a> {
     pub offset_ps: i64,
     pub start_ps: i64,
     pub duration_ps: i64,
+    /// The event itself, for its stats.
+    pub event: xprof_xspace::Event<'a>,
 }
+
+/// Hits are equal when they describe the same event (an [`xprof_xspace::Event`] has no
+/// equality of its own).
+impl PartialEq for Hit<'_> {
+    fn eq(&self, o: &Self) -> bool {
+        (
+            self.plane,
+            self.line,
+            self.line_id,
+            self.name,
+            self.offset_ps,
+            self.start_ps,
+            self.duration_ps,
+            self.event.metadata_id(),
+        ) == (
+            o.plane,
+            o.line,
+            o.line_id,
+            o.name,
+            o.offset_ps,
+            o.start_ps,
+            o.duration_ps,
+            o.event.metadata_id(),
+        )
+    }
+}
+
+impl Eq for Hit<'_> {}
 
 /// The event names of one plane by metadata position (the last slot is `Unknown`, for events
 /// whose metadata the plane lacks), whether each passes the event filter, and the results of
@@ -193,9 +223,14 @@ impl EventQuery<'_> {
             .sum()
     }
 
-    /// Calls `f(slot, offset_ps, start_ps, duration_ps)` for each matching event of `run`.
+    /// Calls `f(slot, event, start_ps, duration_ps)` for each matching event of `run`.
     #[inline]
-    fn scan(&self, names: &PlaneNames<'_>, run: &Run<'_>, f: impl FnMut(usize, i64, i64, i64)) {
+    fn scan<'a>(
+        &self,
+        names: &PlaneNames<'_>,
+        run: &Run<'a>,
+        f: impl FnMut(usize, &xprof_xspace::Event<'a>, i64, i64),
+    ) {
         match self.filter {
             Some(x) if !x.is_trivial() => self.scan_expr(x, names, run, f),
             _ => self.scan_plain(names, run, f),
@@ -204,11 +239,11 @@ impl EventQuery<'_> {
 
     /// [`Self::scan`] without an expression.
     #[inline]
-    fn scan_plain(
+    fn scan_plain<'a>(
         &self,
         names: &PlaneNames<'_>,
-        run: &Run<'_>,
-        mut f: impl FnMut(usize, i64, i64, i64),
+        run: &Run<'a>,
+        mut f: impl FnMut(usize, &xprof_xspace::Event<'a>, i64, i64),
     ) {
         for e in run.events() {
             let slot = names.slot(e.metadata_id());
@@ -217,19 +252,19 @@ impl EventQuery<'_> {
             }
             let (start, dur) = (e.start_ps(), e.duration_ps());
             if self.keeps_times(start, dur) {
-                f(slot, e.offset_ps(), start, dur);
+                f(slot, &e, start, dur);
             }
         }
     }
 
     /// [`Self::scan`] with an expression: its plane and line tests are resolved once per run,
     /// its event-name tests once per metadata slot, so per event only the numeric tests run.
-    fn scan_expr(
+    fn scan_expr<'a>(
         &self,
         x: &Filter,
         names: &PlaneNames<'_>,
-        run: &Run<'_>,
-        mut f: impl FnMut(usize, i64, i64, i64),
+        run: &Run<'a>,
+        mut f: impl FnMut(usize, &xprof_xspace::Event<'a>, i64, i64),
     ) {
         let (plane, line, line_id) = (names.plane.name(), run.line.name(), run.line.id());
         let line_bits = x.line_bits(plane, line, line_id);
@@ -251,7 +286,7 @@ impl EventQuery<'_> {
                 duration_ps: dur,
             };
             if x.matches_bits(line_bits | names.bits[slot], &fields) {
-                f(slot, e.offset_ps(), start, dur);
+                f(slot, &e, start, dur);
             }
         }
     }
@@ -357,16 +392,17 @@ impl EventQuery<'_> {
                 };
                 let mut out = Vec::with_capacity(take.min(1 << 16));
                 let mut k = 0usize;
-                self.scan(pn, &r, |slot, offset, start, dur| {
+                self.scan(pn, &r, |slot, e, start, dur| {
                     if k >= from && out.len() < take {
                         out.push(Hit {
                             plane: pn.plane.name(),
                             line: r.line.name(),
                             line_id: r.line.id(),
                             name: pn.names[slot],
-                            offset_ps: offset,
+                            offset_ps: e.offset_ps(),
                             start_ps: start,
                             duration_ps: dur,
+                            event: *e,
                         });
                     }
                     k += 1;

@@ -218,9 +218,16 @@ impl Tool for ListXplaneEvents {
                 Some(0),
                 0,
             )
+            .boolean(
+                "with_stats",
+                "Add each event's stats (its own, then its metadata's not overridden: what XProf's \
+                 trace viewer shows as args), by stat name. Integers beyond ±2^53 are strings; \
+                 bytes values are summarised by their length.",
+                false,
+            )
     }
     fn output(&self) -> &'static str {
-        "{capture, run, events: [{plane, line, line_id, event, offset_ps, start_ps, duration_ps}], total_matched, truncated}"
+        "{capture, run, events: [{plane, line, line_id, event, offset_ps, start_ps, duration_ps, stats?: {name: value}}], total_matched, truncated}"
     }
     fn examples(&self) -> Vec<Example> {
         vec![
@@ -232,6 +239,11 @@ impl Tool for ListXplaneEvents {
             Example::new(
                 "TPU matmul kernels longer than 75 µs, with a filter expression",
                 json!({"path": "${CORPUS}/fixtures/seed-v6e/logdir", "filter": "plane =~ TPU and line == \"XLA Ops\" and event contains matmul and duration_us > 75", "max_events": 3}),
+            )
+            .expect(&["events", "total_matched"]),
+            Example::new(
+                "The XLA ops a CPU run executed, with their stats (hlo_op, hlo_module, program_id …)",
+                json!({"path": "${FIXTURES}/jax-cpu/logdir", "run": "matmul", "filter": "event =~ fusion", "with_stats": true, "max_events": 3}),
             )
             .expect(&["events", "total_matched"]),
             Example::new(
@@ -254,6 +266,7 @@ impl Tool for ListXplaneEvents {
             n => n as usize,
         };
         let skip = call.usize_or("offset", 0)?;
+        let with_stats = call.bool_or("with_stats", false)?;
         let (s, idx, path) = one_host_path(call)?;
         // Matches counted while the capture is validated; only the runs holding the page are
         // read again.
@@ -274,6 +287,7 @@ impl Tool for ListXplaneEvents {
                     offset_ps: h.offset_ps,
                     start_ps: h.start_ps,
                     duration_ps: h.duration_ps,
+                    stats: with_stats.then(|| event_stats(&h.event)),
                 })
                 .collect(),
             total_matched: matched,
@@ -304,6 +318,42 @@ struct EventRow<'a> {
     offset_ps: i64,
     start_ps: i64,
     duration_ps: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stats: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// An event's stats by name, as XProf's event visitor sees them: its own first (the first of
+/// a repeated name wins), then its metadata's under names the event does not carry.
+fn event_stats(e: &xprof_xspace::Event<'_>) -> serde_json::Map<String, serde_json::Value> {
+    let mut out = serde_json::Map::new();
+    let own = e.stats();
+    let shared = e.metadata().into_iter().flat_map(|m| m.stats());
+    for st in own.chain(shared) {
+        let name = st.name();
+        if name.is_empty() || out.contains_key(name) {
+            continue;
+        }
+        out.insert(name.to_string(), stat_json(&st));
+    }
+    out
+}
+
+/// One stat's value in JSON: integers that a double cannot hold exactly as strings (64-bit
+/// ids, hashes), `ref_value`s resolved, bytes (serialized protos) as their length.
+fn stat_json(st: &xprof_xspace::Stat<'_>) -> serde_json::Value {
+    use serde_json::Value;
+    use xprof_xspace::StatValue as V;
+    const EXACT: u64 = 1 << 53;
+    match st.value {
+        V::Int(i) if i.unsigned_abs() <= EXACT => Value::from(i),
+        V::Int(i) => Value::from(i.to_string()),
+        V::Uint(u) if u <= EXACT => Value::from(u),
+        V::Uint(u) => Value::from(u.to_string()),
+        V::Double(d) => serde_json::Number::from_f64(d).map_or(Value::Null, Value::Number),
+        V::Bytes(b) | V::CompressedStr(b) => json!({"bytes": b.len()}),
+        V::Str(_) | V::Ref(_) => st.str().map_or(Value::Null, Value::from),
+        V::None => Value::Null,
+    }
 }
 
 #[cfg(test)]
@@ -361,6 +411,52 @@ mod tests {
             // The host plane was still read.
             assert!(r.to_string().contains("main"), "{tool}: {r}");
         }
+    }
+
+    /// `with_stats` adds each event's stats as XProf's visitor merges them; without it the
+    /// rows are unchanged.
+    #[test]
+    fn with_stats_gives_every_stat_by_name_and_64_bit_integers_as_strings() {
+        use xprof_testkit::{Ref, XSpaceBuilder};
+        let dir = tempfile::tempdir().unwrap();
+        XSpaceBuilder::new()
+            .plane("/host:CPU", |p| {
+                p.line("worker", |l| {
+                    l.event("op", 0, 10)
+                        .stat("_p", u64::MAX - 1)
+                        .stat("run_id", -5i64)
+                        .stat("big", i64::MIN)
+                        .stat("kind", Ref("fused"))
+                        .stat("ratio", 0.5)
+                        .stat("proto", vec![1u8, 2, 3])
+                        .stat("hlo_category", "event's own")
+                        .metadata_stat("hlo_category", "metadata's")
+                        .metadata_stat("flops", 1000u64)
+                })
+            })
+            .write_run(dir.path(), "r", "host0")
+            .unwrap();
+        let path = dir.path().display().to_string();
+        let r = call(
+            "list_xplane_events",
+            json!({"path": path, "with_stats": true}),
+        )
+        .unwrap();
+        assert_eq!(
+            r["events"][0]["stats"],
+            json!({
+                "_p": (u64::MAX - 1).to_string(),
+                "run_id": -5,
+                "big": i64::MIN.to_string(),
+                "kind": "fused",
+                "ratio": 0.5,
+                "proto": {"bytes": 3},
+                "hlo_category": "event's own",
+                "flops": 1000,
+            })
+        );
+        let plain = call("list_xplane_events", json!({"path": path})).unwrap();
+        assert!(plain["events"][0].get("stats").is_none(), "{plain}");
     }
 
     /// The repository's own JAX CPU capture (always present).
