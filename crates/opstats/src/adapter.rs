@@ -84,17 +84,11 @@ fn preprocess_proto_stats(
     raw: &[XStat],
     stats: &mut Vec<(StatKey, StatValue)>,
 ) {
-    let mut values = preprocess::Values::default();
-    for st in raw {
-        let value = match st.value {
-            Some(x_stat::Value::Int64Value(i)) => i as u64,
-            Some(x_stat::Value::Uint64Value(u)) => u,
-            _ => continue,
-        };
-        if let Some(slot) = launches.slot(st.metadata_id) {
-            values.set(slot, value);
-        }
-    }
+    let values = launches.values(raw.iter().filter_map(|st| match st.value {
+        Some(x_stat::Value::Int64Value(i)) => Some((st.metadata_id, i as u64)),
+        Some(x_stat::Value::Uint64Value(u)) => Some((st.metadata_id, u)),
+        _ => None,
+    }));
     let Some(c) = launches.context(rule, &values) else {
         return;
     };
@@ -449,17 +443,11 @@ impl<'a> RunEvents<'a> {
         let Some(launches) = self.launches.clone() else {
             return self.append(e.plane(), e.stats());
         };
-        let mut values = preprocess::Values::default();
-        for st in e.stats() {
-            let value = match st.value {
-                xprof_xspace::StatValue::Int(i) => i as u64,
-                xprof_xspace::StatValue::Uint(u) => u,
-                _ => continue,
-            };
-            if let Some(slot) = launches.slot(st.metadata_id) {
-                values.set(slot, value);
-            }
-        }
+        let values = launches.values(e.stats().filter_map(|st| match st.value {
+            xprof_xspace::StatValue::Int(i) => Some((st.metadata_id, i as u64)),
+            xprof_xspace::StatValue::Uint(u) => Some((st.metadata_id, u)),
+            _ => None,
+        }));
         let Some(c) = launches.context(rule, &values) else {
             return self.append(e.plane(), e.stats());
         };

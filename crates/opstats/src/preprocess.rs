@@ -180,12 +180,16 @@ impl Launches {
         self.rules.get(metadata_position?).copied().flatten()
     }
 
-    /// The slot a stat id feeds.
-    pub(crate) fn slot(&self, stat_id: i64) -> Option<usize> {
-        self.slots
-            .iter()
-            .find(|(id, _)| *id == stat_id)
-            .map(|(_, s)| *s as usize)
+    /// The values of an event's integer stats, given as (stat metadata id, value), that a
+    /// context can be made of.
+    pub(crate) fn values(&self, stats: impl Iterator<Item = (i64, u64)>) -> Values {
+        let mut v = Values::default();
+        for (id, value) in stats {
+            if let Some(&(_, slot)) = self.slots.iter().find(|(sid, _)| *sid == id) {
+                v.0[slot as usize] = Some(value);
+            }
+        }
+        v
     }
 
     /// The context `rule` gives an event with these stat values, `None` when a stat it needs
@@ -221,15 +225,6 @@ impl Launches {
     }
 }
 
-impl Values {
-    /// Record a stat's integer value in its slot.
-    pub(crate) fn set(&mut self, slot: usize, value: u64) {
-        if let Some(s) = self.0.get_mut(slot) {
-            *s = Some(value);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,7 +232,7 @@ mod tests {
     fn values(pairs: &[(Slot, u64)]) -> Values {
         let mut v = Values::default();
         for &(s, x) in pairs {
-            v.set(s as usize, x);
+            v.0[s as usize] = Some(x);
         }
         v
     }

@@ -363,6 +363,28 @@ fn without_markers_xprof_has_no_steps_and_we_infer_one_per_module() {
     assert_eq!(ov["steps"]["steps_inferred"]["count"], 2);
 }
 
+/// A TPU core with Steps [100,900], [1100,1900] and [2100,2500], a fusion in each, and a
+/// module inside each of the first two, its stats added by `module_stats(line, k)`.
+fn three_step_core(
+    p: xprof_testkit::PlaneBuilder,
+    module_stats: impl Fn(xprof_testkit::LineBuilder, usize) -> xprof_testkit::LineBuilder,
+) -> xprof_testkit::PlaneBuilder {
+    p.line("Steps", |l| {
+        l.event("s", 100, 800)
+            .event("s", 1100, 800)
+            .event("s", 2100, 400)
+    })
+    .line("XLA Modules", |l| {
+        let l = module_stats(l.event("jit_f(42)", 150, 600), 0);
+        module_stats(l.event("jit_f(42)", 1150, 600), 1)
+    })
+    .line("XLA Ops", |l| {
+        let l = op(l, "fusion.1", 1, "loop fusion", 200, 100);
+        let l = op(l, "fusion.1", 1, "loop fusion", 1200, 100);
+        op(l, "fusion.1", 1, "loop fusion", 2200, 100)
+    })
+}
+
 #[test]
 fn tpu_steps_join_host_roots_through_flows() {
     // Host: `train` 5 on [0,1000] dispatches context (12, 100); `train` 6 on [1000,2000]
@@ -388,24 +410,7 @@ fn tpu_steps_join_host_roots_through_flows() {
                 })
             })
             .plane("/device:TPU:0", |p| {
-                p.line("Steps", |l| {
-                    l.event("s", 100, 800)
-                        .event("s", 1100, 800)
-                        .event("s", 2100, 400)
-                })
-                .line("XLA Modules", |l| {
-                    l.event("jit_f(42)", 150, 600)
-                        .stat("_ct", 12i64)
-                        .stat("_c", 100u64)
-                        .event("jit_f(42)", 1150, 600)
-                        .stat("_ct", 12i64)
-                        .stat("_c", 200u64)
-                })
-                .line("XLA Ops", |l| {
-                    let l = op(l, "fusion.1", 1, "loop fusion", 200, 100);
-                    let l = op(l, "fusion.1", 1, "loop fusion", 1200, 100);
-                    op(l, "fusion.1", 1, "loop fusion", 2200, 100)
-                })
+                three_step_core(p, |l, k| l.stat("_ct", 12i64).stat("_c", [100u64, 200][k]))
             }),
     );
     assert_eq!(s.steps.source, StepsSource::StepsLine);
@@ -739,23 +744,8 @@ fn tpu_launches(host_runs: [i64; 2], device_runs: [i64; 2]) -> XSpaceBuilder {
             })
         })
         .plane("/device:TPU:0", |p| {
-            p.line("Steps", |l| {
-                l.event("s", 100, 800)
-                    .event("s", 1100, 800)
-                    .event("s", 2100, 400)
-            })
-            .line("XLA Modules", |l| {
-                l.event("jit_f(42)", 150, 600)
-                    .stat("run_id", device_runs[0])
-                    .stat("queue_id", 0i64)
-                    .event("jit_f(42)", 1150, 600)
-                    .stat("run_id", device_runs[1])
-                    .stat("queue_id", 0i64)
-            })
-            .line("XLA Ops", |l| {
-                let l = op(l, "fusion.1", 1, "loop fusion", 200, 100);
-                let l = op(l, "fusion.1", 1, "loop fusion", 1200, 100);
-                op(l, "fusion.1", 1, "loop fusion", 2200, 100)
+            three_step_core(p, |l, k| {
+                l.stat("run_id", device_runs[k]).stat("queue_id", 0i64)
             })
         })
 }
