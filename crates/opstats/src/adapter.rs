@@ -151,9 +151,10 @@ pub fn plane_from_proto(p: &XPlane) -> Plane {
                             None => (0, 0),
                         };
                         let mut stats = r.resolve(&e.stats);
-                        let position = index.get(&e.metadata_id).map(|&i| i as usize);
+                        let position = index.get(&e.metadata_id).copied();
                         if let Some(launches) = &launches
-                            && let Some(rule) = launches.rule(module_line, position)
+                            && let Some(rule) =
+                                launches.rule(module_line, position.map(|i| i as usize))
                         {
                             preprocess_proto_stats(launches, rule, &e.stats, &mut stats);
                         }
@@ -161,7 +162,7 @@ pub fn plane_from_proto(p: &XPlane) -> Plane {
                             stats.push((StatKey::NumOccurrences, StatValue::Int(occ)));
                         }
                         Event {
-                            metadata: index.get(&e.metadata_id).copied().unwrap_or(unknown),
+                            metadata: position.unwrap_or(unknown),
                             start_ps: l.timestamp_ns.saturating_mul(1000).saturating_add(offset),
                             duration_ps: e.duration_ps,
                             stats: Stats::from(stats),

@@ -14,6 +14,8 @@
 
 use std::hash::{Hash, Hasher};
 
+use crate::device::{XLA_MODULES, is_tpu_tensor_core_plane};
+
 /// XProf's `ContextType` values of the contexts made here.
 const LEGACY: u64 = 1;
 const TPU_STREAM: u64 = 11;
@@ -99,11 +101,10 @@ fn rule_of(name: &str) -> Option<Rule> {
 /// The device ordinal of a TPU core plane (`/device:TPU:<n>`), whose `XLA Modules` XProf
 /// connects to their launches.
 fn tpu_core_ordinal(plane: &str) -> Option<u64> {
-    let digits = plane.strip_prefix("/device:TPU:")?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+    if !is_tpu_tensor_core_plane(plane) {
         return None;
     }
-    digits.parse().ok()
+    plane.strip_prefix("/device:TPU:")?.parse().ok()
 }
 
 /// A context id from the stats that make it (and a tag telling the kinds of context apart).
@@ -168,7 +169,7 @@ impl Launches {
 
     /// Whether a line's events are a TPU core's modules, which all get [`Rule::Module`].
     pub(crate) fn module_line(&self, line: &str) -> bool {
-        self.ordinal.is_some() && line == "XLA Modules"
+        self.ordinal.is_some() && line == XLA_MODULES
     }
 
     /// The rule for an event of this metadata position, on a [`Self::module_line`] or not

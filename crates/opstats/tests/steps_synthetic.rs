@@ -363,6 +363,26 @@ fn without_markers_xprof_has_no_steps_and_we_infer_one_per_module() {
     assert_eq!(ov["steps"]["steps_inferred"]["count"], 2);
 }
 
+/// A host thread with roots `train` 5 on [0,1000] and `train` 6 on [1000,2000], each nesting
+/// an event `dispatch` (at 10 and 1010, 50 long) whose stats `dispatch_stats(line, k)` adds.
+fn two_dispatching_steps(
+    p: xprof_testkit::PlaneBuilder,
+    dispatch: &str,
+    dispatch_stats: impl Fn(xprof_testkit::LineBuilder, usize) -> xprof_testkit::LineBuilder,
+) -> xprof_testkit::PlaneBuilder {
+    p.line_with_id(1, "python", |mut l| {
+        for k in 0..2 {
+            let t = 1000 * k as i64;
+            l = l
+                .event("train", t, 1000)
+                .stat("_r", 1i64)
+                .stat("step_num", 5 + k as i64);
+            l = dispatch_stats(l.event(dispatch, t + 10, 50), k);
+        }
+        l
+    })
+}
+
 /// A TPU core with Steps [100,900], [1100,1900] and [2100,2500], a fusion in each, and a
 /// module inside each of the first two, its stats added by `module_stats(line, k)`.
 fn three_step_core(
@@ -394,19 +414,8 @@ fn tpu_steps_join_host_roots_through_flows() {
     let s = stats(
         XSpaceBuilder::new()
             .plane("/host:CPU", |p| {
-                p.line_with_id(1, "python", |l| {
-                    l.event("train", 0, 1000)
-                        .stat("_r", 1i64)
-                        .stat("step_num", 5i64)
-                        .event("Execute", 10, 50)
-                        .stat("_pt", 12i64)
-                        .stat("_p", 100u64)
-                        .event("train", 1000, 1000)
-                        .stat("_r", 1i64)
-                        .stat("step_num", 6i64)
-                        .event("Execute", 1010, 50)
-                        .stat("_pt", 12i64)
-                        .stat("_p", 200u64)
+                two_dispatching_steps(p, "Execute", |l, k| {
+                    l.stat("_pt", 12i64).stat("_p", [100u64, 200][k])
                 })
             })
             .plane("/device:TPU:0", |p| {
@@ -726,19 +735,8 @@ fn runtime_requests_join_the_step_that_queued_them_as_xprofs_preprocessing_links
 fn tpu_launches(host_runs: [i64; 2], device_runs: [i64; 2]) -> XSpaceBuilder {
     XSpaceBuilder::new()
         .plane("/host:CPU", |p| {
-            p.line_with_id(1, "python", |l| {
-                l.event("train", 0, 1000)
-                    .stat("_r", 1i64)
-                    .stat("step_num", 5i64)
-                    .event("DoEnqueueProgram", 10, 50)
-                    .stat("run_id", host_runs[0])
-                    .stat("queue_id", 0i64)
-                    .stat("device_ordinal", 0i64)
-                    .event("train", 1000, 1000)
-                    .stat("_r", 1i64)
-                    .stat("step_num", 6i64)
-                    .event("DoEnqueueProgram", 1010, 50)
-                    .stat("run_id", host_runs[1])
+            two_dispatching_steps(p, "DoEnqueueProgram", |l, k| {
+                l.stat("run_id", host_runs[k])
                     .stat("queue_id", 0i64)
                     .stat("device_ordinal", 0i64)
             })
