@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::preprocess::{self, Launches};
+use crate::preprocess::{self, Preprocess};
 use xprof_proto::xla::HloModuleProto;
 use xprof_proto::xplane::{XPlane, XSpace, XStat, x_event, x_stat};
 use xprof_xspace::hlo::EmbeddedModule;
@@ -79,23 +79,21 @@ impl<'a> StatResolver<'a> {
 /// [`RunEvents::append_preprocessed`] for a decoded event: `raw` its stats, `stats` them
 /// resolved.
 fn preprocess_proto_stats(
-    launches: &Launches,
+    pre: &Preprocess,
     rule: preprocess::Rule,
     raw: &[XStat],
     stats: &mut Vec<(StatKey, StatValue)>,
 ) {
-    let values = launches.values(raw.iter().filter_map(|st| match st.value {
+    let values = pre.values(raw.iter().filter_map(|st| match st.value {
         Some(x_stat::Value::Int64Value(i)) => Some((st.metadata_id, i as u64)),
         Some(x_stat::Value::Uint64Value(u)) => Some((st.metadata_id, u)),
         _ => None,
     }));
-    let Some(c) = launches.context(rule, &values) else {
+    let Some(edit) = pre.edit(rule, &values) else {
         return;
     };
-    let (kind_key, id_key) = context_keys(c.producer);
-    stats.retain(|(k, _)| *k != kind_key && *k != id_key);
-    stats.push((kind_key, StatValue::Uint(c.kind)));
-    stats.push((id_key, StatValue::Uint(c.id)));
+    stats.retain(|(k, _)| edit.iter().all(|(e, _)| e != k));
+    stats.extend(edit);
 }
 
 /// Convert one decoded plane.
@@ -123,7 +121,7 @@ pub fn plane_from_proto(p: &XPlane) -> Plane {
             metadata[i as usize].children = children;
         }
     }
-    let launches = Launches::of(
+    let pre = Preprocess::of(
         &p.name,
         metadata.iter().map(|m| m.name.as_str()),
         p.stat_metadata.iter().map(|(id, m)| (*id, m.name.as_str())),
@@ -135,7 +133,7 @@ pub fn plane_from_proto(p: &XPlane) -> Plane {
         .lines
         .iter()
         .map(|l| {
-            let module_line = launches.as_ref().is_some_and(|x| x.module_line(&l.name));
+            let module_line = pre.as_ref().is_some_and(|x| x.module_line(&l.name));
             Line {
                 id: l.id,
                 name: l.name.clone(),
@@ -152,11 +150,10 @@ pub fn plane_from_proto(p: &XPlane) -> Plane {
                         };
                         let mut stats = r.resolve(&e.stats);
                         let position = index.get(&e.metadata_id).copied();
-                        if let Some(launches) = &launches
-                            && let Some(rule) =
-                                launches.rule(module_line, position.map(|i| i as usize))
+                        if let Some(pre) = &pre
+                            && let Some(rule) = pre.rule(module_line, position.map(|i| i as usize))
                         {
-                            preprocess_proto_stats(launches, rule, &e.stats, &mut stats);
+                            preprocess_proto_stats(pre, rule, &e.stats, &mut stats);
                         }
                         if occ != 0 {
                             stats.push((StatKey::NumOccurrences, StatValue::Int(occ)));
@@ -357,9 +354,9 @@ enum Sink<'a> {
 /// (made shared once the run is complete, [`RunEvents::complete`]).
 struct RunEvents<'a> {
     keys: KeyTable,
-    /// The plane's preprocessing (XProf's launch flows), and whether this run's line is a TPU
-    /// core's `XLA Modules`.
-    launches: Option<Arc<Launches>>,
+    /// The plane's preprocessing (XProf's step roots and flows), and whether this run's line
+    /// is a TPU core's `XLA Modules`.
+    preprocess: Option<Arc<Preprocess>>,
     module_line: bool,
     /// Index of the empty metadata appended to the plane's (events naming unknown metadata).
     unknown: u32,
@@ -377,7 +374,7 @@ impl<'a> RunEvents<'a> {
     fn new(keys: KeyTable, unknown: u32, events: Sink<'a>) -> Self {
         RunEvents {
             keys,
-            launches: None,
+            preprocess: None,
             module_line: false,
             unknown,
             events,
@@ -437,31 +434,32 @@ impl<'a> RunEvents<'a> {
         }
     }
 
-    /// Append an event's stats as XProf's preprocessing leaves them: with the producer or
-    /// consumer context `rule` makes of its ids, in place of any it had.
+    /// Append an event's stats as XProf's preprocessing leaves them: with the stats `rule`
+    /// gives it, in place of any of the same keys.
     #[cold]
     fn append_preprocessed(&mut self, e: xprof_xspace::Event<'_>, rule: preprocess::Rule) {
-        let Some(launches) = self.launches.clone() else {
+        let Some(pre) = self.preprocess.clone() else {
             return self.append(e.plane(), e.stats());
         };
-        let values = launches.values(e.stats().filter_map(|st| match st.value {
+        let values = pre.values(e.stats().filter_map(|st| match st.value {
             xprof_xspace::StatValue::Int(i) => Some((st.metadata_id, i as u64)),
             xprof_xspace::StatValue::Uint(u) => Some((st.metadata_id, u)),
             _ => None,
         }));
-        let Some(c) = launches.context(rule, &values) else {
+        let Some(edit) = pre.edit(rule, &values) else {
             return self.append(e.plane(), e.stats());
         };
-        let (kind_key, id_key) = context_keys(c.producer);
         let keys = self.keys.clone();
         self.append(
             e.plane(),
-            e.stats().filter(
-                |st| !matches!(keys.get(st.metadata_id), Some(k) if k == kind_key || k == id_key),
-            ),
+            e.stats().filter(|st| {
+                keys.get(st.metadata_id)
+                    .is_none_or(|k| edit.iter().all(|(e, _)| *e != k))
+            }),
         );
-        self.stats.push_uint(kind_key, c.kind);
-        self.stats.push_uint(id_key, c.id);
+        for (k, v) in edit {
+            self.stats.push(k, v);
+        }
     }
 
     /// The stats stored from `start` on, as a range of the (not yet shared) storage.
@@ -490,7 +488,7 @@ impl<'a> RunEvents<'a> {
     fn event(&mut self, e: xprof_xspace::Event<'_>, metadata_position: Option<usize>) {
         let start = self.stats.len();
         let rule = self
-            .launches
+            .preprocess
             .as_ref()
             .and_then(|l| l.rule(self.module_line, metadata_position));
         match rule {
@@ -551,18 +549,9 @@ impl<'a> RunEvents<'a> {
     }
 }
 
-/// The stat keys of a producer's or a consumer's context (type, id).
-fn context_keys(producer: bool) -> (StatKey, StatKey) {
-    if producer {
-        (StatKey::ProducerType, StatKey::ProducerId)
-    } else {
-        (StatKey::ConsumerType, StatKey::ConsumerId)
-    }
-}
-
 /// The preprocessing of a plane read by the reader.
-fn reader_launches(p: xprof_xspace::Plane<'_>) -> Option<Launches> {
-    Launches::of(
+fn reader_preprocess(p: xprof_xspace::Plane<'_>) -> Option<Preprocess> {
+    Preprocess::of(
         p.name(),
         p.event_metadata_iter().map(|m| m.name()),
         p.stat_metadata_iter().map(|m| (m.id(), m.name())),
@@ -666,7 +655,7 @@ fn plane_shell(p: xprof_xspace::Plane<'_>, keys: &KeyTable) -> (Plane, Vec<usize
 }
 
 /// A plane's stat key table and preprocessing, shared by the runs converting it.
-type PlaneTables = (KeyTable, Option<Arc<Launches>>);
+type PlaneTables = (KeyTable, Option<Arc<Preprocess>>);
 
 /// A line's place: (plane's position in the file, line's position in the plane).
 type LineKey = (usize, usize);
@@ -692,12 +681,12 @@ impl<'a> xprof_xspace::EventScan for Convert<'a> {
         if !engine_reads_plane(p.name()) || !engine_reads_line(p.name(), line.name()) {
             return None;
         }
-        let (keys, launches) = self
+        let (keys, preprocess) = self
             .keys
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .entry(p.index())
-            .or_insert_with(|| (Arc::new(reader_keys(p)), reader_launches(p).map(Arc::new)))
+            .or_insert_with(|| (Arc::new(reader_keys(p)), reader_preprocess(p).map(Arc::new)))
             .clone();
         let part = self
             .parts
@@ -711,10 +700,10 @@ impl<'a> xprof_xspace::EventScan for Convert<'a> {
             None => Sink::Own(Vec::with_capacity(run.events.len())),
         };
         let mut acc = RunEvents::new(keys, p.num_event_metadata() as u32, sink);
-        acc.module_line = launches
+        acc.module_line = preprocess
             .as_ref()
             .is_some_and(|l| l.module_line(line.name()));
-        acc.launches = launches;
+        acc.preprocess = preprocess;
         Some(acc)
     }
     #[inline]

@@ -1,20 +1,27 @@
-//! The flows XProf's preprocessing adds to a capture before it groups steps
-//! (`PreprocessXPlane`'s event mutators): TPU runtimes record a program launch on the host and
-//! its execution on the device with matching ids (`run_id`, `queue_id`, …) but no flow stats,
-//! and XProf turns those ids into producer (`_pt`, `_p`) and consumer (`_ct`, `_c`) contexts.
-//! Through them a device's `XLA Modules` events join the host step that launched them.
+//! What XProf's preprocessing changes in a capture before it groups steps
+//! (`PreprocessXPlane`'s event mutators), for the events it names:
 //!
-//! The adapters apply [`Launches`] while converting events: the few events it names get the
-//! context stats XProf gives them (replacing any they had), nothing else changes. The
-//! context ids are ours (XProf hashes with absl): only which events share one matters.
+//! * **Step roots.** TensorFlow Serving's and Orbax's batches (`BatchingSessionRun`,
+//!   `ProcessBatch`, `OrbaxServing::ProcessBatch`) get a fixed root level (`_r`) whatever they
+//!   carry, and a `TraceContext` gets level 1 unless it has a `_r` of its own.
+//! * **Flows.** TPU runtimes record a program launch on the host and its execution on the
+//!   device with matching ids (`run_id`, `queue_id`, …) but no flow stats; XProf turns those
+//!   ids into producer (`_pt`, `_p`) and consumer (`_ct`, `_c`) contexts. Through them a
+//!   device's `XLA Modules` events join the host step that launched them; TF runtime requests
+//!   and legacy executor ops join the step that queued them the same way.
+//!
+//! The adapters apply [`Preprocess`] while converting events: the few events it names get the
+//! stats XProf gives them ([`Preprocess::edit`], replacing any of the same keys), nothing else
+//! changes. The context ids are ours (XProf hashes with absl): only which events share one
+//! matters.
 //!
 //! Not reproduced: the thread-pool regions (`ThreadpoolListener::Region`), which XProf 2.24.2
-//! adds but never groups (checked with its converters), and the root levels of TensorFlow
-//! Serving's batches, which the host grouping reads from the names itself.
+//! adds but never groups (checked with its converters).
 
 use std::hash::{Hash, Hasher};
 
 use crate::device::{XLA_MODULES, is_tpu_tensor_core_plane};
+use crate::model::{StatKey, StatValue};
 
 /// XProf's `ContextType` values of the contexts made here.
 const LEGACY: u64 = 1;
@@ -25,9 +32,10 @@ const TPU_LAUNCH: u64 = 12;
 /// `HostRunIdMutator`); the device records them that way.
 const RUN_ID_MASK: u64 = (1 << 27) - 1;
 
-/// The stats the contexts are made of, as indices into [`Ids`].
+/// The stats the edits are made of, as indices into [`Values`].
 #[derive(Clone, Copy)]
 enum Slot {
+    IsRoot,
     DeviceOrdinal,
     QueueId,
     RunId,
@@ -38,11 +46,12 @@ enum Slot {
     QueueAddr,
 }
 
-const SLOTS: usize = 8;
+const SLOTS: usize = 9;
 
 /// A stat's slot by its name (XProf's `StatType` names).
 fn slot_of(name: &str) -> Option<Slot> {
     Some(match name {
+        "_r" => Slot::IsRoot,
         "device_ordinal" => Slot::DeviceOrdinal,
         "queue_id" => Slot::QueueId,
         "run_id" => Slot::RunId,
@@ -59,6 +68,12 @@ fn slot_of(name: &str) -> Option<Slot> {
 /// What the preprocessing makes of an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Rule {
+    /// A step root at `level`; `replaces`: also when the event has a `_r` of its own
+    /// (`XplaneRootEventMutatorFactory`, which XProf 2.24.2 applies to the batches).
+    Root {
+        level: i64,
+        replaces: bool,
+    },
     /// `EnqueueRequestLocked` → the request it queued (`request_id`, `queue_addr`).
     QueueProducer,
     QueueConsumer,
@@ -74,9 +89,23 @@ pub(crate) enum Rule {
     LegacyConsumer,
 }
 
-/// The rule for events of this name on a host or non-module line.
+/// The rule for events of this name on a host or non-module line. The root names are those
+/// XProf 2.24.2 makes steps of without a `_r` (checked with its converters; `SessionRun`,
+/// `FunctionRun`, `RunGraph`, `BrainSessionRun`, `ServingModelRun` are none).
 fn rule_of(name: &str) -> Option<Rule> {
     Some(match name {
+        "ProcessBatch" | "OrbaxServing::ProcessBatch" => Rule::Root {
+            level: 2,
+            replaces: true,
+        },
+        "BatchingSessionRun" => Rule::Root {
+            level: 1,
+            replaces: true,
+        },
+        "TraceContext" => Rule::Root {
+            level: 1,
+            replaces: false,
+        },
         "EnqueueRequestLocked" => Rule::QueueProducer,
         "RunProgramRequest"
         | "HostCallbackRequest"
@@ -125,17 +154,12 @@ impl Values {
     }
 }
 
-/// A producer or consumer context given to an event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Context {
-    pub producer: bool,
-    pub kind: u64,
-    pub id: u64,
-}
+/// The stats an edit gives an event, replacing any it has under the same keys.
+pub(crate) type Edit = Vec<(StatKey, StatValue)>;
 
-/// One plane's preprocessing: which event metadata (by position) and lines get contexts, and
-/// which of the plane's stat ids feed them.
-pub(crate) struct Launches {
+/// One plane's preprocessing: which event metadata (by position) and lines it edits, and
+/// which of the plane's stat ids feed the edits.
+pub(crate) struct Preprocess {
     /// Per event-metadata position, its rule.
     rules: Vec<Option<Rule>>,
     /// Stat metadata id → slot.
@@ -144,23 +168,25 @@ pub(crate) struct Launches {
     ordinal: Option<u64>,
 }
 
-impl Launches {
-    /// The plane's preprocessing, `None` when it gives no event a context (most planes).
+impl Preprocess {
+    /// The plane's preprocessing, `None` when it edits no event (most planes).
     /// `metadata`: event metadata names by position; `stats`: (id, name) of its stat metadata.
     pub(crate) fn of<'a>(
         plane: &str,
         metadata: impl Iterator<Item = &'a str>,
         stats: impl Iterator<Item = (i64, &'a str)>,
-    ) -> Option<Launches> {
+    ) -> Option<Preprocess> {
         let slots: Vec<(i64, Slot)> = stats
             .filter_map(|(id, n)| slot_of(n).map(|s| (id, s)))
             .collect();
-        if slots.is_empty() {
-            return None;
-        }
         let rules: Vec<Option<Rule>> = metadata.map(rule_of).collect();
         let ordinal = tpu_core_ordinal(plane);
-        (ordinal.is_some() || rules.iter().any(Option::is_some)).then_some(Launches {
+        // A flow needs stats to be made of (other than `_r`, which only roots read); a root
+        // does not.
+        let flow_stats = slots.iter().any(|(_, s)| !matches!(s, Slot::IsRoot));
+        let flows = flow_stats && (ordinal.is_some() || rules.iter().any(Option::is_some));
+        let roots = rules.iter().any(|r| matches!(r, Some(Rule::Root { .. })));
+        (flows || roots).then_some(Preprocess {
             rules,
             slots,
             ordinal,
@@ -193,9 +219,10 @@ impl Launches {
         v
     }
 
-    /// The context `rule` gives an event with these stat values, `None` when a stat it needs
-    /// is missing (XProf then leaves the event as it is).
-    pub(crate) fn context(&self, rule: Rule, v: &Values) -> Option<Context> {
+    /// The stats `rule` gives an event with these stat values, `None` when it leaves the
+    /// event as it is (a stat a flow is made of is missing, or a `TraceContext` has its own
+    /// `_r`).
+    pub(crate) fn edit(&self, rule: Rule, v: &Values) -> Option<Edit> {
         use Slot::*;
         let core_type = v.get(CoreType).unwrap_or(0);
         let launch = |ordinal: u64, run_id: u64| -> Option<u64> {
@@ -205,6 +232,10 @@ impl Launches {
             ))
         };
         let (producer, kind, id) = match rule {
+            Rule::Root { level, replaces } => {
+                return (replaces || v.get(IsRoot).is_none())
+                    .then(|| vec![(StatKey::IsRoot, StatValue::Int(level))]);
+            }
             Rule::QueueProducer | Rule::QueueConsumer => (
                 rule == Rule::QueueProducer,
                 TPU_STREAM,
@@ -222,7 +253,15 @@ impl Launches {
                 context_id(LEGACY, &[v.get(StepId)?, v.get(IterNum)?]),
             ),
         };
-        Some(Context { producer, kind, id })
+        let (kind_key, id_key) = if producer {
+            (StatKey::ProducerType, StatKey::ProducerId)
+        } else {
+            (StatKey::ConsumerType, StatKey::ConsumerId)
+        };
+        Some(vec![
+            (kind_key, StatValue::Uint(kind)),
+            (id_key, StatValue::Uint(id)),
+        ])
     }
 }
 
@@ -238,9 +277,22 @@ mod tests {
         v
     }
 
+    /// (producer, context type, context id) of a flow edit.
+    fn context(edit: Edit) -> (bool, u64, u64) {
+        let num = |v: &StatValue| match v {
+            StatValue::Uint(u) => *u,
+            other => panic!("{other:?}"),
+        };
+        match edit.as_slice() {
+            [(StatKey::ProducerType, k), (StatKey::ProducerId, i)] => (true, num(k), num(i)),
+            [(StatKey::ConsumerType, k), (StatKey::ConsumerId, i)] => (false, num(k), num(i)),
+            other => panic!("not a context: {other:?}"),
+        }
+    }
+
     #[test]
     fn a_launch_and_its_module_share_a_context_once_the_host_run_id_is_cut() {
-        let host = Launches::of(
+        let host = Preprocess::of(
             "/host:CPU",
             ["DoEnqueueProgram", "CompleteCallbacks", "other"].into_iter(),
             [(1, "run_id"), (2, "queue_id"), (3, "device_ordinal")].into_iter(),
@@ -250,7 +302,7 @@ mod tests {
         assert_eq!(host.rule(false, Some(1)), Some(Rule::LaunchConsumer));
         assert_eq!(host.rule(false, Some(2)), None);
         assert!(!host.module_line("XLA Modules"));
-        let device = Launches::of(
+        let device = Preprocess::of(
             "/device:TPU:3",
             ["jit_f(1)"].into_iter(),
             [(7, "run_id"), (8, "queue_id")].into_iter(),
@@ -261,36 +313,64 @@ mod tests {
         assert_eq!(device.rule(false, Some(0)), None);
         use Slot::*;
         let run = 5 + (1 << 27);
-        let p = host
-            .context(
+        let p = context(
+            host.edit(
                 Rule::LaunchProducer,
                 &values(&[(DeviceOrdinal, 3), (QueueId, 1), (RunId, run)]),
             )
-            .unwrap();
-        let m = device
-            .context(Rule::Module, &values(&[(QueueId, 1), (RunId, 5)]))
-            .unwrap();
-        assert!(p.producer && !m.producer);
-        assert_eq!((p.kind, p.id), (m.kind, m.id));
+            .unwrap(),
+        );
+        let m = context(
+            device
+                .edit(Rule::Module, &values(&[(QueueId, 1), (RunId, 5)]))
+                .unwrap(),
+        );
+        assert!(p.0 && !m.0);
+        assert_eq!((p.1, p.2), (m.1, m.2));
         // Another core, queue or core type is another launch.
-        let other = device
-            .context(
-                Rule::Module,
-                &values(&[(QueueId, 1), (RunId, 5), (CoreType, 1)]),
-            )
-            .unwrap();
-        assert_ne!(other.id, m.id);
+        let other = context(
+            device
+                .edit(
+                    Rule::Module,
+                    &values(&[(QueueId, 1), (RunId, 5), (CoreType, 1)]),
+                )
+                .unwrap(),
+        );
+        assert_ne!(other.2, m.2);
         // A missing stat: no context.
         assert_eq!(
-            host.context(Rule::LaunchProducer, &values(&[(RunId, 5)])),
+            host.edit(Rule::LaunchProducer, &values(&[(RunId, 5)])),
             None
         );
     }
 
     #[test]
+    fn batches_are_roots_whatever_they_carry_and_a_trace_context_unless_it_says_otherwise() {
+        // Roots need no stat metadata at all.
+        let host = Preprocess::of(
+            "/host:CPU",
+            ["ProcessBatch", "TraceContext", "BatchingSessionRun"].into_iter(),
+            [].into_iter(),
+        )
+        .unwrap();
+        let root = |level| Some(vec![(StatKey::IsRoot, StatValue::Int(level))]);
+        let (batch, trace, session) = (
+            host.rule(false, Some(0)).unwrap(),
+            host.rule(false, Some(1)).unwrap(),
+            host.rule(false, Some(2)).unwrap(),
+        );
+        let own_r = values(&[(Slot::IsRoot, 0)]);
+        assert_eq!(host.edit(batch, &Values::default()), root(2));
+        assert_eq!(host.edit(batch, &own_r), root(2));
+        assert_eq!(host.edit(session, &own_r), root(1));
+        assert_eq!(host.edit(trace, &Values::default()), root(1));
+        assert_eq!(host.edit(trace, &own_r), None);
+    }
+
+    #[test]
     fn planes_without_launch_events_or_stats_need_no_preprocessing() {
         assert!(
-            Launches::of(
+            Preprocess::of(
                 "/host:CPU",
                 ["train"].into_iter(),
                 [(1, "run_id")].into_iter()
@@ -298,7 +378,7 @@ mod tests {
             .is_none()
         );
         assert!(
-            Launches::of(
+            Preprocess::of(
                 "/host:CPU",
                 ["DoEnqueueProgram"].into_iter(),
                 [(1, "_r")].into_iter()
@@ -306,7 +386,7 @@ mod tests {
             .is_none()
         );
         assert!(
-            Launches::of(
+            Preprocess::of(
                 "/device:TPU:0 SparseCore 1",
                 [].into_iter(),
                 [(1, "run_id")].into_iter()

@@ -251,59 +251,16 @@ struct LineScan {
 /// follows.
 const SCAN_CHUNK_EVENTS: usize = 1 << 16;
 
-/// The step-root level XProf 2.24.2 gives events of this name (checked with its converters:
-/// each makes steps of events without a `_r` stat), and whether it replaces a `_r` the event
-/// carries. Its preprocessing (`XplaneRootEventMutatorFactory`) sets the level of TensorFlow
-/// Serving's and Orbax's batches whatever they carry; a `TraceContext` is a root unless its
-/// own `_r` says otherwise.
-fn preprocessed_root(name: &str) -> Option<(i64, bool)> {
-    match name {
-        "ProcessBatch" | "OrbaxServing::ProcessBatch" => Some((2, true)),
-        "BatchingSessionRun" => Some((1, true)),
-        "TraceContext" => Some((1, false)),
-        _ => None,
-    }
-}
-
-/// The step-root level of an event given [`preprocessed_root`] of its name.
-fn level_of(preprocessed: Option<(i64, bool)>, e: &crate::model::Event) -> Option<i64> {
-    match preprocessed {
-        Some((level, true)) => Some(level),
-        Some((level, false)) => Some(e.stats.i64(StatKey::IsRoot).unwrap_or(level)),
-        None => e.stats.i64(StatKey::IsRoot),
-    }
-}
-
-/// The step-root level of an event ([`level_of`] its name).
-fn root_level(plane: &Plane, e: &crate::model::Event) -> Option<i64> {
-    level_of(preprocessed_root(&plane.meta(e).name), e)
-}
-
-/// Per event metadata, [`preprocessed_root`] of its name; empty when no name has one (the
-/// usual case: the scan then reads `_r` alone).
-fn preprocessed_roots(plane: &Plane) -> Vec<Option<(i64, bool)>> {
-    let v: Vec<Option<(i64, bool)>> = plane
-        .metadata
-        .iter()
-        .map(|m| preprocessed_root(&m.name))
-        .collect();
-    if v.iter().any(Option::is_some) {
-        v
-    } else {
-        Vec::new()
-    }
-}
-
-fn scan_line(line: &Line, roots: &[Option<(i64, bool)>]) -> LineScan {
+fn scan_line(line: &Line) -> LineScan {
     let n = line.events.len();
     if n <= SCAN_CHUNK_EVENTS {
-        return scan_events(line, roots, 0, n);
+        return scan_events(line, 0, n);
     }
     let mut parts: Vec<LineScan> = (0..n.div_ceil(SCAN_CHUNK_EVENTS))
         .into_par_iter()
         .map(|k| {
             let from = k * SCAN_CHUNK_EVENTS;
-            scan_events(line, roots, from, (from + SCAN_CHUNK_EVENTS).min(n))
+            scan_events(line, from, (from + SCAN_CHUNK_EVENTS).min(n))
         })
         .collect();
     // Each part lists its events in ascending order, and the parts follow each other: joined in
@@ -324,14 +281,13 @@ fn scan_line(line: &Line, roots: &[Option<(i64, bool)>]) -> LineScan {
     }
 }
 
-/// [`scan_line`] over the events `from..to` (indices stay the line's). `roots`: see
-/// [`preprocessed_roots`].
-fn scan_events(line: &Line, roots: &[Option<(i64, bool)>], from: usize, to: usize) -> LineScan {
+/// [`scan_line`] over the events `from..to` (indices stay the line's).
+fn scan_events(line: &Line, from: usize, to: usize) -> LineScan {
     let mut s = LineScan::default();
     for (ei, e) in line.events[from..to].iter().enumerate() {
         let ei = (from + ei) as u32;
         let st = &e.stats;
-        if level_of(roots.get(e.metadata as usize).copied().flatten(), e).is_some_and(|v| v > 0) {
+        if st.i64(StatKey::IsRoot).is_some_and(|v| v > 0) {
             s.roots.push(ei);
         }
         if let Some(t) = st.u64(StatKey::ConsumerType)
@@ -355,12 +311,7 @@ fn scan_events(line: &Line, roots: &[Option<(i64, bool)>], from: usize, to: usiz
 }
 
 fn scan_lines(plane: &Plane) -> Vec<LineScan> {
-    let roots = preprocessed_roots(plane);
-    plane
-        .lines
-        .par_iter()
-        .map(|l| scan_line(l, &roots))
-        .collect()
+    plane.lines.par_iter().map(scan_line).collect()
 }
 
 /// One line's events in visiting order (start ascending, longer first at the same start, then
@@ -488,8 +439,12 @@ fn group_from_roots(plane: &Plane, scans: &mut [LineScan]) -> HostGroups {
         })
         .collect();
     // Higher root levels group first; within a level, earlier roots first.
-    let level =
-        |&(li, ei): &(usize, usize)| root_level(plane, &plane.lines[li].events[ei]).unwrap_or(1);
+    let level = |&(li, ei): &(usize, usize)| {
+        plane.lines[li].events[ei]
+            .stats
+            .i64(StatKey::IsRoot)
+            .unwrap_or(1)
+    };
     let mut keyed: Vec<(std::cmp::Reverse<i64>, i64, (usize, usize))> = roots
         .iter()
         .map(|r| {
@@ -1437,7 +1392,7 @@ mod tests {
             events,
             ..Default::default()
         };
-        let (chunked, whole) = (scan_line(&line, &[]), scan_events(&line, &[], 0, n));
+        let (chunked, whole) = (scan_line(&line), scan_events(&line, 0, n));
         assert_eq!(chunked.roots, whole.roots);
         assert_eq!(chunked.consumers, whole.consumers);
         assert_eq!(chunked.producers, whole.producers);
