@@ -77,6 +77,7 @@ pub mod filter;
 mod flows;
 pub mod format;
 pub mod host;
+pub mod intersect;
 pub mod load;
 pub mod metrics;
 pub mod model;

@@ -13,7 +13,7 @@ use crate::device::{
 use crate::host::{HOST_THREADS, framework_op_db, host_xla_op_db};
 use crate::metrics::{DbCombiner, OpMetricsDb};
 use crate::model::{HostEvents, HostSpace, Plane, StatKey};
-use crate::steps::{StepDb, StepsSource, infer_module_steps, step_db};
+use crate::steps::{Step, StepDb, StepsSource, infer_module_steps, step_db};
 
 /// XProf's hardware classes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -397,43 +397,98 @@ pub fn combine(mut hosts: Vec<OpStats>) -> Option<OpStats> {
     }
     out.errors = dedup(std::mem::take(&mut out.errors));
     out.warnings = dedup(std::mem::take(&mut out.warnings));
-    // Steps: intersect by step number; cores of different hosts are kept apart by host index.
-    let mut steps = hosts[0].steps.clone();
-    for (hi, h) in hosts.iter().enumerate().skip(1) {
-        let merge = |a: &mut Vec<crate::steps::Step>, b: &[crate::steps::Step]| {
-            a.retain(|s| b.iter().any(|t| t.step_num == s.step_num));
-            for s in a.iter_mut() {
-                if let Some(t) = b.iter().find(|t| t.step_num == s.step_num) {
-                    for (core, cs) in &t.per_core {
-                        s.per_core
-                            .insert((hi as i64 * 1_000_000).wrapping_add(*core), cs.clone());
-                    }
-                    if let Some(db) = &t.op_db {
-                        let mut c = DbCombiner::new();
-                        if let Some(mine) = &s.op_db {
-                            c.combine(mine, true);
-                        }
-                        c.combine(db, true);
-                        s.op_db = Some(c.finish());
-                    }
+    out.steps = combine_steps(&hosts);
+    Some(out)
+}
+
+/// The hosts' steps as XProf combines them (`ComputeStepIntersectionToMergeOpStats`,
+/// `CombineStepDatabase`): each worker host's steps are aligned in time with those of the host
+/// whose steps span the least time (the chief), only the stretch every host covers is kept,
+/// and its steps are numbered 0, 1, 2, … . A step's cores are those of every host, host `h`'s
+/// core `c` as `h·1000 + c`. Hosts without a device do not take part when another host has
+/// one (XProf's coordinators). A combined step is named as on the first worker host.
+fn combine_steps(hosts: &[OpStats]) -> StepDb {
+    let no_accelerator = hosts
+        .iter()
+        .all(|h| h.run_env.hardware_type == HardwareType::CpuOnly);
+    let workers: Vec<(usize, &StepDb)> = hosts
+        .iter()
+        .enumerate()
+        .filter(|(_, h)| no_accelerator || h.run_env.hardware_type != HardwareType::CpuOnly)
+        .map(|(i, h)| (i, &h.steps))
+        .collect();
+    let source = if workers.iter().any(|(_, s)| s.source == StepsSource::None) {
+        StepsSource::None
+    } else {
+        workers.first().map_or(StepsSource::None, |(_, s)| s.source)
+    };
+    let complete: Vec<(usize, &[Step])> = workers
+        .iter()
+        .map(|(i, s)| (*i, s.complete_steps.as_slice()))
+        .collect();
+    let all: Vec<(usize, &[Step])> = workers
+        .iter()
+        .map(|(i, s)| (*i, s.steps.as_slice()))
+        .collect();
+    let complete_steps = merge_aligned(&complete);
+    // XProf's `hlo_metrics_db_complete_steps_only` of several hosts: the kept steps' ops.
+    let steps_op_db = workers
+        .iter()
+        .any(|(_, s)| s.steps_op_db.is_some())
+        .then(|| {
+            let mut c = DbCombiner::new();
+            for db in complete_steps.iter().filter_map(|s| s.op_db.as_ref()) {
+                c.combine(db, true);
+            }
+            c.finish()
+        });
+    StepDb {
+        source,
+        steps_op_db,
+        steps: merge_aligned(&all),
+        complete_steps,
+    }
+}
+
+/// XProf `GlobalCoreId`: a host's cores kept apart in a combined step.
+fn global_core_id(host: usize, core: i64) -> i64 {
+    (host as i64).saturating_mul(1000).saturating_add(core)
+}
+
+/// The steps every host covers, aligned as in [`crate::intersect::StepIntersection`] and
+/// merged.
+fn merge_aligned(hosts: &[(usize, &[Step])]) -> Vec<Step> {
+    let spans: Vec<Vec<crate::intersect::Span>> = hosts
+        .iter()
+        .map(|(_, steps)| steps.iter().map(crate::intersect::step_span).collect())
+        .collect();
+    let Some(x) = crate::intersect::StepIntersection::new(&spans) else {
+        return Vec::new();
+    };
+    (0..x.num_steps)
+        .map(|k| {
+            let mut step = Step {
+                step_num: k as i64,
+                name: String::new(),
+                per_core: Default::default(),
+                op_db: None,
+            };
+            let mut db: Option<DbCombiner> = None;
+            for (pos, (host, steps)) in hosts.iter().enumerate() {
+                let src = &steps[x.first_index[pos] + k];
+                if step.name.is_empty() {
+                    step.name = src.name.clone();
+                }
+                for (core, cs) in &src.per_core {
+                    step.per_core
+                        .insert(global_core_id(*host, *core), cs.clone());
+                }
+                if let Some(d) = &src.op_db {
+                    db.get_or_insert_with(DbCombiner::new).combine(d, true);
                 }
             }
-        };
-        merge(&mut steps.steps, &h.steps.steps);
-        merge(&mut steps.complete_steps, &h.steps.complete_steps);
-        if h.steps.source == StepsSource::None {
-            steps.source = StepsSource::None;
-        }
-    }
-    // The complete steps' ops of every host (XProf's hlo_metrics_db_complete_steps_only of the
-    // combined hosts; it counts only the steps every host has).
-    if hosts.len() > 1 && hosts.iter().any(|h| h.steps.steps_op_db.is_some()) {
-        let mut c = DbCombiner::new();
-        for db in hosts.iter().filter_map(|h| h.steps.steps_op_db.as_ref()) {
-            c.combine(db, true);
-        }
-        steps.steps_op_db = Some(c.finish());
-    }
-    out.steps = steps;
-    Some(out)
+            step.op_db = db.map(DbCombiner::finish);
+            step
+        })
+        .collect()
 }

@@ -194,10 +194,25 @@ fn hosts_combine_counts_and_intersect_steps() {
         .find(|m| m.name == "fusion.1")
         .unwrap();
     assert_eq!((f.occurrences, f.num_cores), (6, 2));
-    // Only steps every host has; each keeps both hosts' cores.
-    let nums: Vec<i64> = all.steps.steps.iter().map(|s| s.step_num).collect();
-    assert_eq!(nums, [2, 3]);
-    assert_eq!(all.steps.steps[0].per_core.len(), 2);
+    // Only the steps every host ran, matched by time (groups 2 and 3 of both), numbered
+    // 0, 1 as XProf numbers combined steps; each keeps both hosts' cores, host b's core 0 as
+    // 1000.
+    let steps: Vec<(i64, Vec<(i64, i64)>)> = all
+        .steps
+        .steps
+        .iter()
+        .map(|s| {
+            let cores = s.per_core.iter().map(|(c, x)| (*c, x.begin_ps)).collect();
+            (s.step_num, cores)
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            (0, vec![(0, 2000), (1000, 2000)]),
+            (1, vec![(0, 3000), (1000, 3000)])
+        ]
+    );
 }
 
 #[test]

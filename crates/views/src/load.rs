@@ -193,13 +193,16 @@ impl LoadedRun {
             .collect()
     }
 
-    /// Core details of every device plane, keyed like the engine's step cores: plane id, offset
-    /// by host index × 1 000 000 for hosts after the first.
+    /// Core details of every device plane, keyed like the engine's step cores: plane id, and
+    /// for combined hosts `host index × 1000 + plane id` (XProf's `GlobalCoreId`).
     pub fn core_details(&self) -> BTreeMap<i64, CoreDetails> {
+        if let [one] = self.hosts.as_slice() {
+            return core_details(&one.model);
+        }
         let mut out = BTreeMap::new();
         for (hi, h) in self.hosts.iter().enumerate() {
             for (id, d) in core_details(&h.model) {
-                out.insert(hi as i64 * 1_000_000 + id, d);
+                out.insert((hi as i64).saturating_mul(1000).saturating_add(id), d);
             }
         }
         out
@@ -226,7 +229,8 @@ pub struct CoreDetails {
     pub is_sparse_core: bool,
 }
 
-/// Plane id → parsed `core_details` for the planes that carry a parseable one.
+/// Plane id → parsed `core_details` for the planes that carry a parseable one, completed as
+/// XProf completes them: the host's name, and whether the plane is a SparseCore's.
 pub fn core_details(model: &HostSpace) -> BTreeMap<i64, CoreDetails> {
     use prost::Message;
     model
@@ -234,7 +238,10 @@ pub fn core_details(model: &HostSpace) -> BTreeMap<i64, CoreDetails> {
         .iter()
         .filter_map(|p| {
             let b = p.stats.get(StatKey::CoreDetails)?.as_bytes()?;
-            CoreDetails::decode(b).ok().map(|d| (p.id, d))
+            let mut d = CoreDetails::decode(b).ok()?;
+            d.hostname = model.hostname.clone();
+            d.is_sparse_core = xprof_opstats::device::is_sparse_core_plane(&p.name);
+            Some((p.id, d))
         })
         .collect()
 }

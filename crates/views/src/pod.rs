@@ -107,27 +107,24 @@ pub fn pod_viewer_with(
     for step in &s.steps.steps {
         let mut per_core = Map::new();
         for (core, cs) in &step.per_core {
-            let host_idx = core / 1_000_000;
+            // Cores of combined hosts are XProf's `GlobalCoreId`s, `host × 1000 + core`.
+            let host_idx = core / 1000;
             let fallback_host = s
                 .run_env
                 .hostnames
                 .get(host_idx as usize)
                 .cloned()
                 .unwrap_or_default();
-            // The engine keeps hosts apart by 1 000 000 per host; XProf's combiner numbers
-            // cores `host × 1000 + core` (`GlobalCoreId`).
-            let local = core % 1_000_000;
-            let (local, host_name, details) = if tpu {
+            let (key, host_name, details) = if tpu {
                 let d = cores.get(core);
                 (
-                    local,
+                    *core,
                     d.map(|d| d.hostname.clone()).unwrap_or(fallback_host),
                     d,
                 )
             } else {
-                (DEFAULT_CORE_ID, fallback_host, None)
+                (host_idx * 1000 + DEFAULT_CORE_ID, fallback_host, None)
             };
-            let key = host_idx * 1000 + local;
             let mut r = Map::new();
             r.insert("hostName".into(), json!(host_name));
             r.insert("chipId".into(), json!(0));
