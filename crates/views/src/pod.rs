@@ -14,8 +14,6 @@ use crate::table::ps_to_us;
 /// XProf `kErrorNoStepMarker` (`xprof/utils/diagnostics.cc`).
 pub const NO_STEP_MARKER: &str = "No step marker observed and hence the step time is unknown. This may happen if (1) training steps are not instrumented (e.g., if you are not using Keras) or (2) the profiling duration is shorter than the step time. For (1), you need to add step instrumentation; for (2), you may try to profile longer.";
 
-pub const REASON_TPU_BREAKDOWN: &str = "XProf's TPU step database carries per-category times only, so its pod viewer prints 0 for every generic component (and names the alphabetically last one, \"Output\", as bottleneck); *_measured maps the step's HLO categories onto the components (collectives, infeed, outfeed, idle = All others, the rest = Device compute)";
-
 pub const REASON_NO_CORE_DETAILS: &str = "the device plane has no core_details stat, so XProf drops this core's record; we keep it with the XSpace hostname";
 
 /// XProf `kErrorEmptyIntersect`.
@@ -40,39 +38,26 @@ pub fn step_diagnostics(s: &OpStats, empty_intersect: bool) -> Value {
 /// XProf's local core id for host-only and GPU steps (`kDefaultGpuLocalCoreId`).
 const DEFAULT_CORE_ID: i64 = 1;
 
-fn is_collective(category: &str) -> bool {
-    let c = category.to_ascii_lowercase();
-    [
-        "all-reduce",
-        "all-gather",
-        "all-to-all",
-        "reduce-scatter",
-        "collective-permute",
-        "collective",
-        "send",
-        "recv",
-        "megacore",
-    ]
-    .iter()
-    .any(|k| c.contains(k))
-}
-
-/// Our mapping of a TPU core-step's HLO-category times onto the generic components.
+/// How XProf 2.24.2's pod viewer spreads a TPU core-step's HLO-category times over the
+/// generic components, by exact category name: collectives are `all-reduce`,
+/// `all-reduce fusion` and `all-to-all` (XProf's `AllReduceOrAllToAllTimePs`; `all-gather`,
+/// `reduce-scatter` and `collective-permute` count as compute); device to device are send and
+/// receive, `megacore fusion` and `async-done`; input is infeed and host receives, output
+/// outfeed and host sends; idle is "All others", and everything else device compute. Found by
+/// running XProf on a capture whose every category lasts a distinct power of two (the
+/// open-source converter sources do not hold this mapping).
 pub fn tpu_generic_from_categories(cs: &CoreStep) -> [u64; 9] {
     let mut g = [0u64; 9];
     for (cat, ps) in &cs.category_ps {
-        let i = if cat == "IDLE" {
-            8
-        } else if cat.contains("infeed") {
-            5
-        } else if cat.contains("outfeed") {
-            6
-        } else if is_collective(cat) {
-            2
-        } else {
-            0
+        let i = match cat.as_str() {
+            "IDLE" => 8,
+            "all-reduce" | "all-reduce fusion" | "all-to-all" => 2,
+            "send" | "send-done" | "recv" | "recv-done" | "megacore fusion" | "async-done" => 1,
+            "infeed" | "host recv" | "host recv-done" => 5,
+            "outfeed" | "host send" | "host send-done" => 6,
+            _ => 0,
         };
-        g[i] += ps;
+        g[i] = g[i].saturating_add(*ps);
     }
     g
 }
@@ -132,32 +117,27 @@ pub fn pod_viewer_with(
             r.insert("stepNum".into(), json!(step.step_num));
             r.insert("totalDurationUs".into(), json!(ps_to_us(cs.duration_ps)));
             r.insert("totalDurationPs".into(), json!(cs.duration_ps));
-            if tpu {
-                let (measured, bottleneck) = breakdown(&tpu_generic_from_categories(cs));
-                r.insert("bottleneck".into(), Value::Null);
-                r.insert("bottleneck_reason".into(), json!(REASON_TPU_BREAKDOWN));
-                r.insert("bottleneck_measured".into(), json!(bottleneck));
-                r.insert("stepBreakdownUs".into(), Value::Null);
-                r.insert("stepBreakdownUs_reason".into(), json!(REASON_TPU_BREAKDOWN));
-                r.insert("stepBreakdownUs_measured".into(), Value::Object(measured));
+            let generic = if tpu {
                 if details.is_none() {
                     r.insert("coreDetails_reason".into(), json!(REASON_NO_CORE_DETAILS));
                 }
+                tpu_generic_from_categories(cs)
             } else {
-                let (m, bottleneck) = breakdown(&cs.generic_ps);
-                r.insert("bottleneck".into(), json!(bottleneck));
-                r.insert("stepBreakdownUs".into(), Value::Object(m));
-                r.insert(
-                    "stepBreakdownPs".into(),
-                    Value::Object(
-                        cs.generic_ps
-                            .iter()
-                            .enumerate()
-                            .map(|(i, ps)| ((i + 1).to_string(), json!(ps)))
-                            .collect(),
-                    ),
-                );
-            }
+                cs.generic_ps
+            };
+            let (m, bottleneck) = breakdown(&generic);
+            r.insert("bottleneck".into(), json!(bottleneck));
+            r.insert("stepBreakdownUs".into(), Value::Object(m));
+            r.insert(
+                "stepBreakdownPs".into(),
+                Value::Object(
+                    generic
+                        .iter()
+                        .enumerate()
+                        .map(|(i, ps)| ((i + 1).to_string(), json!(ps)))
+                        .collect(),
+                ),
+            );
             per_core.insert(key.to_string(), Value::Object(r));
         }
         seq.push(json!({
@@ -175,4 +155,49 @@ pub fn pod_viewer_with(
             .map(|(i, n)| json!({"id": i + 1, "name": n})).collect::<Vec<_>>(),
         "deviceType": s.run_env.device_type,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// XProf 2.24.2's pod viewer on one TPU step whose categories each lasted a distinct power
+    /// of two (10 ns × 2^i), decoded component by component.
+    #[test]
+    fn tpu_categories_map_onto_components_as_in_xprof() {
+        let observed: [(&str, usize); 24] = [
+            ("send", 1),
+            ("recv", 1),
+            ("send-done", 1),
+            ("recv-done", 1),
+            ("async-done", 1),
+            ("megacore fusion", 1),
+            ("all-reduce", 2),
+            ("all-reduce fusion", 2),
+            ("all-to-all", 2),
+            ("infeed", 5),
+            ("host recv", 5),
+            ("host recv-done", 5),
+            ("outfeed", 6),
+            ("host send", 6),
+            ("host send-done", 6),
+            ("IDLE", 8),
+            ("all-gather", 0),
+            ("reduce-scatter", 0),
+            ("collective-permute", 0),
+            ("all-reduce-scatter fusion", 0),
+            ("infeed fusion", 0),
+            ("sparse core v0 infeed", 0),
+            ("copy-start", 0),
+            ("custom-call", 0),
+        ];
+        let mut cs = CoreStep::default();
+        let mut want = [0u64; 9];
+        for (i, (cat, component)) in observed.iter().enumerate() {
+            let ps = 10_000u64 << i;
+            cs.category_ps.insert(cat.to_string(), ps);
+            want[*component] += ps;
+        }
+        assert_eq!(tpu_generic_from_categories(&cs), want);
+    }
 }

@@ -520,19 +520,17 @@ fn pod_viewer_breaks_down_each_core_of_each_step() {
     assert_eq!(c0["hostName"], json!("tpu-host-a"));
     assert_eq!(c0["totalDurationUs"], json!(100.0));
     assert_eq!(c0["totalDurationPs"], json!(100_000_000u64));
-    // XProf prints 0 for every component on TPU: placeholder + our mapping.
-    assert!(c0["stepBreakdownUs"].is_null());
-    assert!(c0["stepBreakdownUs_reason"].is_string());
-    let m = &c0["stepBreakdownUs_measured"];
+    // XProf maps the step's HLO categories onto the components.
+    let m = &c0["stepBreakdownUs"];
     // Step 0, core 0: conv 40 µs (compute), all-reduce 20 µs (collectives), idle 40 µs.
     assert_eq!(
         (m["1"].as_f64(), m["3"].as_f64(), m["9"].as_f64()),
         (Some(40.0), Some(20.0), Some(40.0))
     );
-    assert_eq!(c0["bottleneck_measured"], json!("Device compute"));
+    assert_eq!(c0["bottleneck"], json!("Device compute"));
     // Core 1 has no core_details: XProf would drop it; we keep it and say so.
     assert!(c1["coreDetails_reason"].is_string());
-    let m = &c1["stepBreakdownUs_measured"];
+    let m = &c1["stepBreakdownUs"];
     assert_eq!(
         (m["1"].as_f64(), m["3"].as_f64(), m["9"].as_f64()),
         (Some(50.0), Some(10.0), Some(40.0))
@@ -540,8 +538,8 @@ fn pod_viewer_breaks_down_each_core_of_each_step() {
     // Step 1, core 1: infeed 60 µs, conv 50 µs, idle 40 µs of 150 µs → Input is the largest.
     let c1s1 = &steps[1]["podStatsPerCore"]["2"];
     assert_eq!(c1s1["totalDurationUs"], json!(150.0));
-    assert_eq!(c1s1["stepBreakdownUs_measured"]["6"].as_f64(), Some(60.0));
-    assert_eq!(c1s1["bottleneck_measured"], json!("Input"));
+    assert_eq!(c1s1["stepBreakdownUs"]["6"].as_f64(), Some(60.0));
+    assert_eq!(c1s1["bottleneck"], json!("Input"));
 }
 
 #[test]

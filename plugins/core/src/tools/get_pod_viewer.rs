@@ -98,9 +98,12 @@ impl Tool for GetPodViewer {
          core, the step time (us, exact ps beside it) split into XProf's nine generic components \
          (Device compute, Device to device, Device collective communication, Host compute, Kernel \
          launch, Input, Output, Compilation, All others) and the largest of them as `bottleneck`. \
-         On TPU XProf's step database carries only HLO-category times, so XProf prints 0 for \
-         every component; we print null with `stepBreakdownUs_reason` and our mapping of the \
-         categories in `stepBreakdownUs_measured`. Without step markers the answer is \
+         On TPU the components come from the step's HLO-category times as XProf maps them \
+         (collectives: all-reduce, all-reduce fusion, all-to-all; device to device: send/recv, \
+         megacore fusion, async-done; input: infeed, host recv; output: outfeed, host send; \
+         idle: All others; the rest: device compute). Exact ps in `stepBreakdownPs`. Cores of \
+         several hosts are keyed `host index × 1000 + core`, steps numbered 0, 1, … over the \
+         steps every host ran (matched by time, as XProf does). Without step markers the answer is \
          `no_data` (XProf's empty pod viewer is still included)."
     }
     fn params(&self) -> Params {
@@ -462,8 +465,8 @@ mod views_tool_tests {
         assert!(r.get("status").is_none(), "{r}");
         let core = &r["pod_viewer"]["podStatsSequence"]["podStatsMap"][0]["podStatsPerCore"]["0"];
         assert_eq!(core["totalDurationUs"], json!(100.0));
-        assert!(core["stepBreakdownUs"].is_null());
-        assert_eq!(core["stepBreakdownUs_measured"]["6"], json!(25.0));
+        assert_eq!(core["stepBreakdownUs"]["6"], json!(25.0));
+        assert_eq!(core["stepBreakdownPs"]["6"], json!(25_000_000u64));
         let r = call("get_input_pipeline", json!({"path": run})).unwrap();
         assert_eq!(r["hardware_type"], json!("TPU"));
         assert_eq!(r["bottleneck"]["steps"], json!(2));
