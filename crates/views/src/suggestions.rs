@@ -194,8 +194,29 @@ pub fn signals(s: &OpStats, ip: &InputPipeline) -> Signals {
     }
 }
 
+/// The rules open-source XProf runs (`RegisterAllRulesFor3P`). Its other rules are in its
+/// source but registered only in Google's internal build (`RegisterAllRules`), so XProf 2.24.2
+/// prints none of them.
+const OPEN_SOURCE_XPROF_RULES: &[&str] = &["BarrierCoresRule"];
+
 fn suggestion(rule: &str, source: &str, text: String, cites: Value) -> Value {
     json!({"ruleName": rule, "source": source, "suggestionText": text, "signals": cites})
+}
+
+/// One of XProf's rules: `source` is `xprof` when open-source XProf prints it too, else
+/// `xprof-internal` (XProf's rule, which only its internal build runs).
+fn xprof_rule(rule: &str, text: String, cites: Value) -> Value {
+    let source = if OPEN_SOURCE_XPROF_RULES.contains(&rule) {
+        "xprof"
+    } else {
+        "xprof-internal"
+    };
+    suggestion(rule, source, text, cites)
+}
+
+/// One of ours, on measured values.
+fn our_rule(rule: &str, text: String, cites: Value) -> Value {
+    suggestion(rule, "xprof-rs", text, cites)
 }
 
 /// XProf's rules (on XProf's signal values) then ours (on measured values).
@@ -204,12 +225,12 @@ pub fn smart_suggestions(sig: &Signals) -> Value {
     let mxu = sig.xprof_mxu_percent;
     let hbm = sig.xprof_hbm_percent;
     if mxu > MXU_HIGH && hbm < HBM_LOW {
-        out.push(suggestion("ComputeBoundRule", "xprof", format!(
+        out.push(xprof_rule("ComputeBoundRule", format!(
             "Compute bound: MXU utilization {}% with HBM bandwidth utilization {}%. Reduce FLOPs (algorithmic changes, lower precision such as bf16/fp8) or improve MXU efficiency of the dominant ops.",
             one_digit(mxu), one_digit(hbm)), json!({"mxu_utilization_percent": mxu, "hbm_utilization_percent": hbm})));
     }
     if hbm > HBM_HIGH && mxu < MXU_LOW {
-        out.push(suggestion("MemoryBoundRule", "xprof", format!(
+        out.push(xprof_rule("MemoryBoundRule", format!(
             "Memory bound: HBM bandwidth utilization {}% with MXU utilization {}%. Fuse memory-bound ops, reuse data on chip, or shrink activations (lower precision, rematerialisation).",
             one_digit(hbm), one_digit(mxu)), json!({"mxu_utilization_percent": mxu, "hbm_utilization_percent": hbm})));
     }
@@ -225,17 +246,17 @@ pub fn smart_suggestions(sig: &Signals) -> Value {
         "non_enqueue_percent_of_input": non_enqueue,
     });
     if input_bound && non_enqueue.abs() < ZERO_EPS && enqueue.abs() < ZERO_EPS {
-        out.push(suggestion("InputBoundRule", "xprof", format!(
+        out.push(xprof_rule("InputBoundRule", format!(
             "Input bound: {}% of the step time waits for input, and the host input pipeline could not be broken down (custom input framework?). Prefetch and parallelise input preparation, or overlap it with device steps.",
             one_digit(sig.input_percent)), input_cites.clone()));
     }
     if input_bound && enqueue >= DATA_TRANSFER_BOUND {
-        out.push(suggestion("DataTransferBoundRule", "xprof", format!(
+        out.push(xprof_rule("DataTransferBoundRule", format!(
             "Data transfer bound: {}% of the step time is input, {}% of it enqueuing data to the device. Send fewer, larger transfers and overlap them with compute.",
             one_digit(sig.input_percent), one_digit(enqueue)), input_cites.clone()));
     }
     if input_bound && non_enqueue >= HOST_PROCESSING_BOUND {
-        out.push(suggestion("HostProcessingBoundRule", "xprof", format!(
+        out.push(xprof_rule("HostProcessingBoundRule", format!(
             "Host processing bound: {}% of the step time is input, {}% of it reading and preprocessing on the host. Parallelise and prefetch the input pipeline, or preprocess offline.",
             one_digit(sig.input_percent), one_digit(non_enqueue)), input_cites));
     }
@@ -244,17 +265,17 @@ pub fn smart_suggestions(sig: &Signals) -> Value {
         && hbm < HBM_LOW
         && idle > TC_IDLE
     {
-        out.push(suggestion("TensorCoreIdleBoundRule", "xprof", format!(
+        out.push(xprof_rule("TensorCoreIdleBoundRule", format!(
             "TensorCore idle: the TensorCore is idle {}% of the step time (not waiting for input). Reduce host overhead between steps: run several steps per call, avoid host synchronisation, dispatch asynchronously.",
             one_digit(idle)), json!({"tensor_core_idle_percent": idle, "mxu_utilization_percent": mxu, "hbm_utilization_percent": hbm})));
     }
     if collective >= COLLECTIVE_BOUND {
-        out.push(suggestion("CollectiveBoundRule", "xprof", format!(
+        out.push(xprof_rule("CollectiveBoundRule", format!(
             "Collective bound: collectives take {}% of the step time on average. Overlap them with compute (async collectives), reduce their size, or change the sharding.",
             one_digit(collective)), json!({"avg_collective_percent_of_step": collective})));
     }
     if data_shuffle >= DATA_SHUFFLE_BOUND {
-        out.push(suggestion("DataShuffleBoundRule", "xprof", format!(
+        out.push(xprof_rule("DataShuffleBoundRule", format!(
             "Data shuffle bound: data movement ops (gather, scatter, slice, concatenate, pad, ...) take {}% of the step time on average. Fuse or eliminate them, or change layouts.",
             one_digit(data_shuffle)), json!({"avg_data_shuffle_percent_of_step": data_shuffle})));
     }
@@ -265,7 +286,7 @@ pub fn smart_suggestions(sig: &Signals) -> Value {
         && p >= SPECIAL_OP_BOUND
     {
         let hosts = sig.barrier_cores.as_ref().unwrap().per_host_percent();
-        out.push(suggestion("BarrierCoresRule", "xprof", format!(
+        out.push(xprof_rule("BarrierCoresRule", format!(
             "Barrier bound: TPU `barrier-cores` takes {}% of the step time on average — cores wait for each other. Balance the work across cores and hosts (look for stragglers among the per-host shares) and avoid unnecessary synchronisation.",
             one_digit(p)), json!({"avg_barrier_cores_percent_of_step": p, "per_host_percent": hosts})));
     }
@@ -276,7 +297,7 @@ pub fn smart_suggestions(sig: &Signals) -> Value {
             .filter(|(_, p)| *p >= DEBUG_PRINT_BOUND)
             .collect();
         if let Some(max) = hosts.iter().map(|x| x.1).reduce(f64::max) {
-            out.push(suggestion("DebugPrintRule", "xprof", format!(
+            out.push(xprof_rule("DebugPrintRule", format!(
                 "Debug printing: `debug_print` events take up to {}% of the step time on some hosts. Remove jax.debug.print / host callbacks from the hot loop.",
                 one_digit(max)), json!({"per_host_percent": hosts})));
         }
@@ -287,15 +308,15 @@ pub fn smart_suggestions(sig: &Signals) -> Value {
         let cites =
             json!({"measured_flop_rate_percent_of_peak": f, "measured_hbm_bw_percent_of_peak": h});
         if f > MXU_HIGH && h < HBM_LOW {
-            out.push(suggestion("MeasuredComputeBoundRule", "xprof-rs", format!(
+            out.push(our_rule("MeasuredComputeBoundRule", format!(
                 "Compute bound (measured): the device runs at {}% of its peak FLOP rate while using {}% of its HBM bandwidth. Reduce FLOPs or raise MXU efficiency of the top ops.",
                 one_digit(f), one_digit(h)), cites));
         } else if h > HBM_HIGH && f < MXU_LOW {
-            out.push(suggestion("MeasuredMemoryBoundRule", "xprof-rs", format!(
+            out.push(our_rule("MeasuredMemoryBoundRule", format!(
                 "Memory bound (measured): HBM bandwidth at {}% of peak while the FLOP rate is {}% of peak. Fuse memory-bound ops and cut bytes moved.",
                 one_digit(h), one_digit(f)), cites));
         } else if f < MXU_LOW && h < HBM_LOW {
-            out.push(suggestion("MeasuredLatencyBoundRule", "xprof-rs", format!(
+            out.push(our_rule("MeasuredLatencyBoundRule", format!(
                 "Neither compute nor memory bound (measured): {}% of peak FLOP rate, {}% of peak HBM bandwidth over the profile. Look for idle time, small ops and host overhead (get_overview, get_input_pipeline).",
                 one_digit(f), one_digit(h)), cites));
         }

@@ -850,6 +850,24 @@ fn suggestions_fire_on_their_signals_and_cite_them() {
             "MeasuredComputeBoundRule"
         ]
     );
+    // Open-source XProf registers none of these rules (only BarrierCores): XProf's own view
+    // shows none of them, so they are labelled apart from ours and from what XProf prints.
+    let sources: Vec<&str> = v["suggestions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["source"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        sources,
+        [
+            "xprof-internal",
+            "xprof-internal",
+            "xprof-internal",
+            "xprof-internal",
+            "xprof-rs"
+        ]
+    );
     let dt = &v["suggestions"][0];
     assert_eq!(dt["signals"]["enqueue_percent_of_input"], json!(40.0));
     assert!(dt["suggestionText"].as_str().unwrap().contains("40.0%"));
@@ -1129,6 +1147,17 @@ fn barrier_and_debug_print_rules_read_event_time_fractions() {
         .collect();
     assert!(rules.contains(&"BarrierCoresRule"), "{rules:?}");
     assert!(rules.contains(&"DebugPrintRule"), "{rules:?}");
+    // Of the two, open-source XProf runs only BarrierCores.
+    let source = |rule: &str| {
+        v["suggestions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["ruleName"] == rule)
+            .map(|s| s["source"].clone())
+    };
+    assert_eq!(source("BarrierCoresRule"), Some(json!("xprof")));
+    assert_eq!(source("DebugPrintRule"), Some(json!("xprof-internal")));
     let avg = v["signals"]["avg_barrier_cores_percent_of_step"]
         .as_f64()
         .unwrap();
