@@ -40,6 +40,7 @@ pub mod reasons {
     pub const PRECISION_NOT_GPU: &str = "XProf computes 16/32-bit compute time only from GPU kernels (this capture has none; XProf prints nothing)";
     pub const PRECISION_NO_STEPS: &str = "no GPU kernel with a correlation_id falls in a step (group_id), so there is no compute time to divide (XProf prints 0.0%)";
     pub const DEVICE_IDLE_TPU_ONLY: &str = "XProf computes device idle time only for TPU captures (its GPU overview has no such field); *_measured is the idle share of the GPU op time";
+    pub const NOT_COUNTED_ABOVE_CATEGORY: &str = "XProf counts occurrences only for ops and their categories and prints 0 for programs and the root; *_measured sums the occurrences of the node's ops";
     pub const NO_MEMORY_BREAKDOWN: &str = "XProf's TPU op profile counts bytes only from an op's per-memory-space breakdown (memory_access_breakdown), which these ops lack (it prints 0); *_measured puts their bytes_accessed in HBM";
     pub const NO_HOST_OPS: &str =
         "XProf computes host idle time only for TPU captures (prints 0 elsewhere)";
@@ -1444,6 +1445,7 @@ fn node_metrics(op: &OpMetrics, total_ps: u64, env: NodeEnv<'_>) -> Value {
         "normalizedTimePs": op.normalized_time_ps,
         "timeFraction": frac,
         "flops": flops_util.min(1.0) * frac,
+        "uncappedFlops": flops_util * frac,
         "bandwidthUtils": bandwidth,
     });
     // Unknown, not 0: the trace gives host-executed ops no cost (XProf has no such view).
@@ -1455,6 +1457,7 @@ fn node_metrics(op: &OpMetrics, total_ps: u64, env: NodeEnv<'_>) -> Value {
             "rawFlops",
             "bf16Flops",
             "flops",
+            "uncappedFlops",
             "rawBytesAccessedArray",
             "bandwidthUtils",
         ] {
@@ -1533,6 +1536,7 @@ pub fn op_profile(s: &OpStats, group_by: &str, with_idle: bool) -> Value {
             m["metrics"]["rawFlops"] = Value::Null;
             m["metrics"]["bf16Flops"] = Value::Null;
             m["metrics"]["rawFlops_reason"] = json!(reasons::CUSTOM_CALL_FLOPS);
+            m["metrics"]["bf16Flops_reason"] = json!(reasons::CUSTOM_CALL_FLOPS);
             if op.event_flops > 0 {
                 m["metrics"]["rawFlops_measured"] = json!(op.event_flops);
             }
@@ -1627,10 +1631,12 @@ pub fn op_profile(s: &OpStats, group_by: &str, with_idle: bool) -> Value {
                 .collect();
             let (nodes, m) = category_nodes(&pops);
             sum_into(&mut root, &m);
+            let mut metrics = node_metrics(&m, total, env);
+            uncounted_occurrences(&mut metrics, m.occurrences);
             children.push(json!({
                 "name": module_name(pid),
                 "programId": pid.to_string(),
-                "metrics": node_metrics(&m, total, env),
+                "metrics": metrics,
                 "numChildren": nodes.len(),
                 "children": nodes,
             }));
@@ -1641,17 +1647,32 @@ pub fn op_profile(s: &OpStats, group_by: &str, with_idle: bool) -> Value {
     children.sort_by_key(|c| std::cmp::Reverse(c["metrics"]["rawTime"].as_u64().unwrap_or(0)));
     let mut rm = root.clone();
     rm.time_ps = total;
+    let mut metrics = node_metrics(&rm, total, env);
+    uncounted_occurrences(&mut metrics, root.occurrences);
     let mut node = json!({
         "name": format!("by_{group_by}"),
-        "metrics": node_metrics(&rm, total, env),
+        "metrics": metrics,
         "numChildren": children.len(),
         "children": children,
     });
-    node["metrics"]["occurrences"] = json!(0);
     if host_executed {
         node["host_executed"] = json!(true);
     }
     node
+}
+
+/// A program's or the root's occurrences and average time, which XProf does not count (it
+/// prints 0): null with the reason, and the ops' occurrences as measured.
+fn uncounted_occurrences(metrics: &mut Value, ops_occurrences: u64) {
+    if let Some(m) = metrics.as_object_mut() {
+        null_with(
+            m,
+            "occurrences",
+            reasons::NOT_COUNTED_ABOVE_CATEGORY,
+            Some(json!(ops_occurrences)),
+        );
+        null_with(m, "avgTimePs", reasons::NOT_COUNTED_ABOVE_CATEGORY, None);
+    }
 }
 
 /// Combine several databases (used by tools that read per-host results).
