@@ -51,6 +51,12 @@ pub fn oracle_fixtures() -> Vec<(String, PathBuf, PathBuf)> {
             v.push((name, p.join("run"), p.join("oracle")));
         }
     }
+    // The synthetic two-host TPU run, written once per test process.
+    v.push((
+        "synthetic-pod".into(),
+        synthetic_pod_run().to_path_buf(),
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/synthetic-pod"),
+    ));
     let w = workspace_root().join("fixtures");
     for run in ["matmul", "mlp_steps", "sharded", "threaded"] {
         v.push((
@@ -60,6 +66,16 @@ pub fn oracle_fixtures() -> Vec<(String, PathBuf, PathBuf)> {
         ));
     }
     v
+}
+
+/// `xprof_testkit::pod`'s run, written under this test target's temporary directory.
+pub fn synthetic_pod_run() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let logdir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("synthetic-pod-{}", std::process::id()));
+        xprof_testkit::pod::write_pod_run(&logdir, "run").expect("write the synthetic pod run")
+    })
 }
 
 pub fn host_files(run: &Path) -> (Vec<(String, PathBuf)>, Vec<PathBuf>) {
