@@ -367,10 +367,6 @@ pub fn combine(mut hosts: Vec<OpStats>) -> Option<OpStats> {
         .fold(0, |a, b| a.saturating_add(b));
     out.device_db.busy_time_ps = out.duty_busy_ps;
     out.device_db.idle_time_ps = out.duty_idle_ps;
-    out.run_env.host_count = hosts
-        .iter()
-        .map(|h| h.run_env.host_count)
-        .fold(0, |a, b| a.saturating_add(b));
     out.run_env.task_count = hosts
         .iter()
         .map(|h| h.run_env.task_count)
@@ -379,10 +375,15 @@ pub fn combine(mut hosts: Vec<OpStats>) -> Option<OpStats> {
         .iter()
         .map(|h| h.run_env.device_core_count)
         .fold(0, |a, b| a.saturating_add(b));
-    out.run_env.hostnames = hosts
-        .iter()
-        .flat_map(|h| h.run_env.hostnames.clone())
-        .collect();
+    // XProf keeps the hostnames as a set and counts hosts by it: two captures from one
+    // machine (two processes, or two runs copied side by side) are one host of two tasks.
+    out.run_env.hostnames = dedup(
+        hosts
+            .iter()
+            .flat_map(|h| h.run_env.hostnames.clone())
+            .collect(),
+    );
+    out.run_env.host_count = u32::try_from(out.run_env.hostnames.len()).unwrap_or(u32::MAX);
     out.run_env.is_training = hosts.iter().any(|h| h.run_env.is_training);
     out.gpu_kernels_without_hlo = hosts
         .iter()

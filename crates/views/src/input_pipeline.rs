@@ -326,7 +326,30 @@ fn generic_steps(steps: &[Step]) -> Vec<GenericStep> {
         .collect()
 }
 
-fn generic_table(s: &OpStats, steps: &[GenericStep], times: &InputTimes) -> (Table, Bottleneck) {
+/// XProf's first SparseCore core id (`kSparseCoreIndexStart`): step times leave those out.
+const SPARSE_CORE_INDEX_START: i64 = 1_000_000;
+
+/// Step times as XProf summarizes them (`ComputeStepTimeSummaryInMs`): each step's slowest core,
+/// over every core of every host, while the per-step rows read the first host's alone.
+fn step_times_ms(steps: &[Step]) -> Vec<f64> {
+    steps
+        .iter()
+        .map(|s| {
+            s.per_core
+                .iter()
+                .filter(|(core, _)| **core < SPARSE_CORE_INDEX_START)
+                .map(|(_, c)| ps_to_ms(c.duration_ps))
+                .fold(0.0, f64::max)
+        })
+        .collect()
+}
+
+fn generic_table(
+    s: &OpStats,
+    steps: &[GenericStep],
+    step_times_ms: &[f64],
+    times: &InputTimes,
+) -> (Table, Bottleneck) {
     let mut t = Table::new(&[
         "stepnum",
         "deviceComputeTimeMs",
@@ -342,7 +365,7 @@ fn generic_table(s: &OpStats, steps: &[GenericStep], times: &InputTimes) -> (Tab
         "stepTimeMs",
     ]);
     let step_ms: Vec<f64> = steps.iter().map(|x| x.step_ms).collect();
-    let st = summarize(&step_ms);
+    let st = summarize(step_times_ms);
     let col = |i: usize| summarize(&steps.iter().map(|x| x.c[i]).collect::<Vec<_>>());
     t.prop("step_time_graph_column_ids", "stepnum,deviceComputeTimeMs,deviceToDeviceTimeMs,deviceCollectivesTimeMs,hostComputeTimeMs,kernelLaunchTimeMs,infeedTimeMs,outfeedTimeMs,compileTimeMs,otherTimeMs, tooltip");
     t.prop("hardware_type", s.run_env.hardware_type.as_str());
@@ -780,9 +803,10 @@ pub fn input_pipeline_with(
         (vec![core_table, step_table, host], b)
     } else {
         let gs = generic_steps(steps);
+        let step_times = step_times_ms(steps);
         // Host-to-device share of the step (`RatioOfHostToDeviceTimeToStepTime`, no infeed
         // enqueue ratio in the engine's host DB).
-        let avg_step = summarize(&gs.iter().map(|x| x.step_ms).collect::<Vec<_>>()).average;
+        let avg_step = summarize(&step_times).average;
         let avg_h2d = summarize(&gs.iter().map(|x| x.c[5]).collect::<Vec<_>>()).average;
         let ratio = if avg_step > 0.0 {
             safe_div(avg_h2d, avg_step)
@@ -790,7 +814,7 @@ pub fn input_pipeline_with(
             0.0
         };
         let (host, times) = host_table(s, ratio);
-        let (step_table, b) = generic_table(s, &gs, &times);
+        let (step_table, b) = generic_table(s, &gs, &step_times, &times);
         (vec![Table::new(&[]), step_table, host], b)
     };
     let mut tables = tables;

@@ -229,10 +229,26 @@ pub struct CoreDetails {
     pub is_sparse_core: bool,
 }
 
-/// Plane id → parsed `core_details` for the planes that carry a parseable one, completed as
-/// XProf completes them: the host's name, and whether the plane is a SparseCore's.
+/// XProf's core id of a GPU or CPU-only host's steps (`kDefaultGpuLocalCoreId`).
+pub const DEFAULT_CORE_ID: i64 = 1;
+
+/// Core details as XProf's op stats carry them: on TPU, plane id → the plane's parsed
+/// `core_details` stat (for the planes whose stat parses), completed with the host's name and
+/// whether the plane is a SparseCore's; on a host without TPU planes, one entry at
+/// [`DEFAULT_CORE_ID`] holding the host's name.
 pub fn core_details(model: &HostSpace) -> BTreeMap<i64, CoreDetails> {
     use prost::Message;
+    let tpu = model
+        .planes
+        .iter()
+        .any(|p| p.name.starts_with("/device:TPU:"));
+    if !tpu {
+        let d = CoreDetails {
+            hostname: model.hostname.clone(),
+            ..Default::default()
+        };
+        return BTreeMap::from([(DEFAULT_CORE_ID, d)]);
+    }
     model
         .planes
         .iter()

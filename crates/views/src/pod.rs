@@ -8,7 +8,7 @@ use xprof_opstats::OpStats;
 use xprof_opstats::opstats::HardwareType;
 use xprof_opstats::steps::{CoreStep, GENERIC_NAMES};
 
-use crate::load::CoreDetails;
+use crate::load::{CoreDetails, DEFAULT_CORE_ID};
 use crate::table::ps_to_us;
 
 /// XProf `kErrorNoStepMarker` (`xprof/utils/diagnostics.cc`).
@@ -34,9 +34,6 @@ pub fn step_diagnostics(s: &OpStats, empty_intersect: bool) -> Value {
     let warnings: Vec<&str> = step_warning(s, empty_intersect).into_iter().collect();
     json!({"info": [], "warnings": warnings, "errors": []})
 }
-
-/// XProf's local core id for host-only and GPU steps (`kDefaultGpuLocalCoreId`).
-const DEFAULT_CORE_ID: i64 = 1;
 
 /// How XProf 2.24.2's pod viewer spreads a TPU core-step's HLO-category times over the
 /// generic components, by exact category name: collectives are `all-reduce`,
@@ -108,7 +105,9 @@ pub fn pod_viewer_with(
                     d,
                 )
             } else {
-                (host_idx * 1000 + DEFAULT_CORE_ID, fallback_host, None)
+                let key = host_idx * 1000 + DEFAULT_CORE_ID;
+                let name = cores.get(&key).map(|d| d.hostname.clone());
+                (key, name.unwrap_or(fallback_host), None)
             };
             let mut r = Map::new();
             r.insert("hostName".into(), json!(host_name));

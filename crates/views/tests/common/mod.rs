@@ -57,6 +57,12 @@ pub fn oracle_fixtures() -> Vec<(String, PathBuf, PathBuf)> {
         synthetic_pod_run().to_path_buf(),
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/synthetic-pod"),
     ));
+    // Two of our CPU captures side by side as the hosts of one run.
+    v.push((
+        "two-cpu-hosts".into(),
+        two_cpu_hosts_run().to_path_buf(),
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/two-cpu-hosts"),
+    ));
     let w = workspace_root().join("fixtures");
     for run in ["matmul", "mlp_steps", "sharded", "threaded"] {
         v.push((
@@ -75,6 +81,27 @@ pub fn synthetic_pod_run() -> &'static Path {
         let logdir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("synthetic-pod-{}", std::process::id()));
         xprof_testkit::pod::write_pod_run(&logdir, "run").expect("write the synthetic pod run")
+    })
+}
+
+/// A run of two hosts made of our `mlp_steps` (host0) and `sharded` (host1) captures: one
+/// machine's name twice, 5 and 3 steps recorded at unrelated times.
+pub fn two_cpu_hosts_run() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("two-cpu-hosts-{}", std::process::id()))
+            .join("run");
+        std::fs::create_dir_all(&dir).expect("create the two-host run");
+        let profiles = workspace_root().join("fixtures/jax-cpu/logdir/plugins/profile");
+        for (run, host) in [("mlp_steps", "host0"), ("sharded", "host1")] {
+            std::fs::copy(
+                profiles.join(run).join("host0.xplane.pb"),
+                dir.join(format!("{host}.xplane.pb")),
+            )
+            .expect("copy a fixture capture");
+        }
+        dir
     })
 }
 
