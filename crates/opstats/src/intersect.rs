@@ -42,6 +42,9 @@ pub struct StepIntersection {
     pub first_index: Vec<usize>,
     /// How many steps every host keeps.
     pub num_steps: usize,
+    /// The hosts' aligned stretches do not meet (XProf's `empty_intersect`; not set when the
+    /// chief has no step, nor when the stretches only touch).
+    pub empty_intersect: bool,
 }
 
 /// One host's steps against the chief's: `sub`'s step `sub_begin + i` is the chief's step
@@ -54,8 +57,8 @@ struct Alignment {
 }
 
 impl StepIntersection {
-    /// `hosts`: each worker host's step spans, in step order. `None` when no host has a step
-    /// to keep (no hosts, the chief has no step, or the hosts' steps do not meet).
+    /// `hosts`: each worker host's step spans, in step order. `None` without hosts. No step is
+    /// kept when the chief has none or when the hosts' steps do not meet.
     pub fn new(hosts: &[Vec<Span>]) -> Option<StepIntersection> {
         // The chief: the least total span (over steps that last); the first host on ties.
         let total = |spans: &[Span]| {
@@ -68,8 +71,14 @@ impl StepIntersection {
             }
         };
         let chief = (0..hosts.len()).min_by_key(|&i| (total(&hosts[i]), i))?;
+        let none = |empty_intersect| StepIntersection {
+            chief,
+            first_index: vec![0; hosts.len()],
+            num_steps: 0,
+            empty_intersect,
+        };
         if hosts[chief].is_empty() {
-            return None;
+            return Some(none(false));
         }
         let alignments: Vec<Alignment> = hosts
             .iter()
@@ -89,7 +98,7 @@ impl StepIntersection {
         let begin = alignments.iter().map(|a| a.chief_begin).max()?;
         let end = alignments.iter().map(|a| a.chief_begin + a.len).min()?;
         if begin >= end {
-            return None;
+            return Some(none(begin > end));
         }
         Some(StepIntersection {
             chief,
@@ -98,6 +107,7 @@ impl StepIntersection {
                 .map(|a| a.sub_begin + (begin - a.chief_begin))
                 .collect(),
             num_steps: end - begin,
+            empty_intersect: false,
         })
     }
 }
@@ -192,9 +202,45 @@ mod tests {
     }
 
     #[test]
-    fn a_host_without_steps_leaves_no_step() {
-        assert_eq!(StepIntersection::new(&[steps(&[0, 10], 5), vec![]]), None);
+    fn a_host_without_steps_leaves_no_step_and_no_empty_intersection() {
+        // The host without steps spans 0: it is the chief, and XProf stops there.
+        let x = StepIntersection::new(&[steps(&[0, 10], 5), vec![]]).unwrap();
+        assert_eq!((x.chief, x.num_steps, x.empty_intersect), (1, 0, false));
         assert_eq!(StepIntersection::new(&[]), None);
+    }
+
+    #[test]
+    fn aligned_stretches_that_do_not_meet_are_an_empty_intersection() {
+        // Host 2 (the chief, one step) meets host 0's last step and host 1's first: one step.
+        let x = StepIntersection::new(&[
+            steps(&[0, 10, 20], 10),
+            steps(&[20, 30, 40], 10),
+            steps(&[20], 10),
+        ])
+        .unwrap();
+        assert_eq!((x.first_index.clone(), x.num_steps), (vec![2, 0, 0], 1));
+        assert!(!x.empty_intersect);
+        // Stretches that only touch ([0,1) and [1,2) of a two-step chief) keep no step, but
+        // XProf does not call that an empty intersection.
+        let x = StepIntersection::new(&[
+            steps(&[0, 10, 100], 10),
+            steps(&[100, 110], 10),
+            steps(&[110, 200], 10),
+        ])
+        .unwrap();
+        assert_eq!((x.num_steps, x.empty_intersect), (0, false));
+        // Host 1 is the chief ([100,110) [110,120) [120,130)). Host 0's [0,10) [10,20)
+        // [100,110) fits best at shift −2 (its step 2 on the chief's 0): chief range [0,1).
+        // Host 2's [120,130) [200,210) fits at shift 2: chief range [2,3). They do not meet.
+        let x = StepIntersection::new(&[
+            steps(&[0, 10, 100], 10),
+            steps(&[100, 110, 120], 10),
+            steps(&[120, 200], 10),
+        ])
+        .unwrap();
+        assert_eq!(x.chief, 1);
+        assert_eq!(x.num_steps, 0);
+        assert!(x.empty_intersect);
     }
 
     #[test]

@@ -431,7 +431,7 @@ fn combine_steps(hosts: &[OpStats]) -> StepDb {
         .iter()
         .map(|(i, s)| (*i, s.steps.as_slice()))
         .collect();
-    let complete_steps = merge_aligned(&complete);
+    let (complete_steps, empty_intersect) = merge_aligned(&complete);
     // XProf's `hlo_metrics_db_complete_steps_only` of several hosts: the kept steps' ops.
     let steps_op_db = workers
         .iter()
@@ -446,8 +446,9 @@ fn combine_steps(hosts: &[OpStats]) -> StepDb {
     StepDb {
         source,
         steps_op_db,
-        steps: merge_aligned(&all),
+        steps: merge_aligned(&all).0,
         complete_steps,
+        empty_intersect,
     }
 }
 
@@ -457,16 +458,16 @@ fn global_core_id(host: usize, core: i64) -> i64 {
 }
 
 /// The steps every host covers, aligned as in [`crate::intersect::StepIntersection`] and
-/// merged.
-fn merge_aligned(hosts: &[(usize, &[Step])]) -> Vec<Step> {
+/// merged, and whether the hosts' steps failed to meet.
+fn merge_aligned(hosts: &[(usize, &[Step])]) -> (Vec<Step>, bool) {
     let spans: Vec<Vec<crate::intersect::Span>> = hosts
         .iter()
         .map(|(_, steps)| steps.iter().map(crate::intersect::step_span).collect())
         .collect();
     let Some(x) = crate::intersect::StepIntersection::new(&spans) else {
-        return Vec::new();
+        return (Vec::new(), false);
     };
-    (0..x.num_steps)
+    let steps = (0..x.num_steps)
         .map(|k| {
             let mut step = Step {
                 step_num: k as i64,
@@ -491,5 +492,6 @@ fn merge_aligned(hosts: &[(usize, &[Step])]) -> Vec<Step> {
             step.op_db = db.map(DbCombiner::finish);
             step
         })
-        .collect()
+        .collect();
+    (steps, x.empty_intersect)
 }

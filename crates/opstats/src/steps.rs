@@ -171,6 +171,9 @@ pub struct StepDb {
     /// For non-TPU captures XProf drops the first and last step when there are more than 5
     /// ("maybe incomplete"); the overview and input pipeline use this list.
     pub complete_steps: Vec<Step>,
+    /// Several hosts had steps, but the stretches they cover do not meet (XProf's
+    /// `empty_intersect`, which its diagnostics report).
+    pub empty_intersect: bool,
 }
 
 impl Default for StepDb {
@@ -180,6 +183,7 @@ impl Default for StepDb {
             steps_op_db: None,
             steps: Vec::new(),
             complete_steps: Vec::new(),
+            empty_intersect: false,
         }
     }
 }
@@ -1268,6 +1272,7 @@ pub fn step_db(
                 steps_op_db: Some(db),
                 complete_steps: steps.clone(),
                 steps,
+                empty_intersect: false,
             },
             None => StepDb::default(),
         };
@@ -1293,6 +1298,7 @@ pub fn step_db(
         steps_op_db: None,
         steps,
         complete_steps: complete,
+        empty_intersect: false,
     }
 }
 

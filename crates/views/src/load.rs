@@ -179,9 +179,8 @@ impl LoadedRun {
     /// none (XProf's "empty intersection" diagnostic).
     pub fn op_stats_checked(&self) -> Option<(OpStats, bool)> {
         let per_host = self.per_host(xprof_opstats::BuildOptions::default());
-        let had_steps = per_host.len() > 1 && per_host.iter().any(|h| !h.steps.steps.is_empty());
         let combined = xprof_opstats::combine(per_host)?;
-        let empty = had_steps && combined.steps.steps.is_empty();
+        let empty = combined.steps.empty_intersect;
         Some((combined, empty))
     }
 

@@ -983,35 +983,80 @@ fn host_steps(name: &str, first: i64) -> XSpaceBuilder {
     })
 }
 
-#[test]
-fn combined_hosts_without_common_steps_say_so() {
-    let dir = tempfile::tempdir().unwrap();
-    let (a, b) = (
-        dir.path().join("a.xplane.pb"),
-        dir.path().join("b.xplane.pb"),
-    );
-    host_steps("host-a", 0).write(&a).unwrap();
-    // Host b recorded no step markers at all.
+/// Host-only captures of `train` steps of 10 µs starting at `starts` (µs).
+fn host_steps_at(name: &str, starts: &[i64]) -> XSpaceBuilder {
+    let starts = starts.to_vec();
     XSpaceBuilder::new()
-        .hostname("host-b")
-        .plane("/host:CPU", |p| {
-            p.line_with_id(1, "python", |l| l.event("matmul", 0, 400_000))
+        .hostname(name)
+        .plane("/host:CPU", move |p| {
+            p.line_with_id(1, "python", move |mut l| {
+                for (i, s) in starts.iter().enumerate() {
+                    l = l
+                        .event("train", s * 1_000_000, 10_000_000)
+                        .stat("_r", 1i64)
+                        .stat("step_num", i as i64)
+                        .event("matmul", s * 1_000_000 + 1_000_000, 5_000_000);
+                }
+                l
+            })
         })
-        .write(&b)
-        .unwrap();
-    let r = xprof_views::load::load_hosts(&[("a".into(), a), ("b".into(), b)], &[]).unwrap();
+}
+
+/// The step warning of both views for `hosts` combined, and whether XProf's empty
+/// intersection was found.
+fn combined_step_warning(hosts: &[(&str, XSpaceBuilder)]) -> (Value, bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let files: Vec<(String, std::path::PathBuf)> = hosts
+        .iter()
+        .map(|(name, b)| {
+            let f = dir.path().join(format!("{name}.xplane.pb"));
+            b.write(&f).unwrap();
+            (name.to_string(), f)
+        })
+        .collect();
+    let r = xprof_views::load::load_hosts(&files, &[]).unwrap();
     let (s, empty) = r.op_stats_checked().unwrap();
-    assert!(empty);
+    assert!(s.steps.steps.is_empty());
     let pv = xprof_views::pod::pod_viewer_with(&s, &r.core_details(), empty);
-    assert_eq!(
-        pv["diagnostics"]["warnings"],
-        json!([xprof_views::pod::EMPTY_INTERSECT])
-    );
     let ip = xprof_views::input_pipeline::input_pipeline_with(&s, &r.core_details(), empty);
     assert_eq!(
-        ip.tables[4].records[0]["message"],
-        json!(xprof_views::pod::EMPTY_INTERSECT)
+        json!([ip.tables[4].records[0]["message"]]),
+        pv["diagnostics"]["warnings"]
     );
+    (pv["diagnostics"]["warnings"][0].clone(), empty)
+}
+
+#[test]
+fn combined_hosts_whose_steps_do_not_meet_say_so() {
+    // Checked with XProf 2.24.2. Host 1 (the shortest span) is the chief; host 0's third step
+    // matches the chief's first, host 2's first the chief's third: the stretches every host
+    // covers do not meet, which XProf calls an empty intersection.
+    let (warning, empty) = combined_step_warning(&[
+        ("h0", host_steps_at("h0", &[0, 10, 100])),
+        ("h1", host_steps_at("h1", &[100, 110, 120])),
+        ("h2", host_steps_at("h2", &[120, 200])),
+    ]);
+    assert!(empty);
+    assert_eq!(warning, json!(xprof_views::pod::EMPTY_INTERSECT));
+}
+
+#[test]
+fn combined_hosts_one_without_steps_have_no_step_marker() {
+    // Checked with XProf 2.24.2: the host without step markers spans no time, so it is the
+    // chief of the intersection, which stops there: no step, and not an empty intersection.
+    let (warning, empty) = combined_step_warning(&[
+        ("a", host_steps("host-a", 0)),
+        (
+            "b",
+            XSpaceBuilder::new()
+                .hostname("host-b")
+                .plane("/host:CPU", |p| {
+                    p.line_with_id(1, "python", |l| l.event("matmul", 0, 400_000))
+                }),
+        ),
+    ]);
+    assert!(!empty);
+    assert_eq!(warning, json!(xprof_views::pod::NO_STEP_MARKER));
 }
 
 #[test]
