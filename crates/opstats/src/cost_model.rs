@@ -13,6 +13,9 @@
 //!   per-opcode GPU profile, which charges more for some transcendental ops, is not restated);
 //! * reduce: (input − output elements) per input × the reducer's FLOPs per call;
 //! * fusion: the sum over its fused instructions;
+//! * all-reduce, all-reduce-start, reduce-scatter: [`FLOPS_PER_ELEMENT`] per output element
+//!   (the reduction); all-gather, reduce-scatter bytes: 3 × the larger side − the smaller;
+//!   all-reduce-start bytes: its result;
 //! * cuBLAS / cuDNN custom calls: as dot / convolution (gemm dimension numbers from the
 //!   backend config);
 //! * bytes accessed: operand + output bytes; a fusion's are its operands' and its output's;
@@ -216,6 +219,10 @@ impl Ctx<'_, '_> {
                     .map_or(0, |s| elements(s).saturating_sub(out_elems));
                 calls.saturating_mul(self.called(ins, 0))
             }
+            // XLA GPU: the reduction computation as one elementwise op over the output.
+            "all-reduce" | "all-reduce-start" | "reduce-scatter" => {
+                FLOPS_PER_ELEMENT.saturating_mul(elements(out))
+            }
             o if costed_elementwise(o) => FLOPS_PER_ELEMENT.saturating_mul(elements(out)),
             _ => 0,
         }
@@ -248,6 +255,18 @@ impl Ctx<'_, '_> {
                     .map(|k| operand(k).saturating_mul(out_elems))
                     .sum();
                 inputs + inits + shape_bytes(out)
+            }
+            // What XProf 2.24.2 reports for these (checked with groups of 2, 4 and 8): the
+            // result only for an all-reduce-start; for a gather or a scatter three times the
+            // larger side less the smaller (operand + result + twice the ring's (N−1) shards).
+            "all-reduce-start" => shape_bytes(out),
+            "all-gather" | "reduce-scatter" => {
+                let input: u64 = (0..ins.operand_ids.len()).map(operand).sum();
+                let output = shape_bytes(out);
+                input
+                    .max(output)
+                    .saturating_mul(3)
+                    .saturating_sub(input.min(output))
             }
             o if o == "custom-call" && ins.custom_call_target.starts_with("__cudnn$conv") => {
                 // The scratch buffer of the (result, scratch) tuple is not counted.

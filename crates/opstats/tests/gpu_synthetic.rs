@@ -570,3 +570,69 @@ fn gpu_op_profile_counts_the_cost_models_bytes_as_xprof() {
     let bw = root["metrics"]["bandwidthUtils"][0].as_f64().unwrap();
     assert!((bw - 0.00283549965059399).abs() < 1e-9, "{bw}");
 }
+
+/// XProf 2.24.2's FLOPs and bytes for collectives on GPU (its `hlo_stats` on a capture with
+/// one kernel per op, replica groups of 4, operand `f32[128,256]` = 128 KiB).
+#[test]
+fn collectives_cost_what_xprof_reports() {
+    use xprof_testkit::xprof_proto::xla::ReplicaGroup;
+    let f32s = |d: &[i64]| hlo_shape(T::F32, d);
+    let param = |id: i64, name: &str, s: xla::ShapeProto, n: i64| {
+        let mut i = hlo_instr(id, name, "parameter", s, &[]);
+        i.parameter_number = n;
+        i
+    };
+    let reducer = vec![
+        param(201, "ra", f32s(&[]), 0),
+        param(202, "rb", f32s(&[]), 1),
+        hlo_instr(203, "radd", "add", f32s(&[]), &[201, 202]),
+    ];
+    let groups = vec![ReplicaGroup {
+        replica_ids: vec![0, 1, 2, 3],
+        ..Default::default()
+    }];
+    let with = |mut i: xla::HloInstructionProto, reduces: bool| {
+        i.replica_groups = groups.clone();
+        i.dimensions = vec![0];
+        if reduces {
+            i.called_computation_ids = vec![2];
+        }
+        i
+    };
+    let entry = vec![
+        param(1, "p0", f32s(&[128, 256]), 0),
+        with(
+            hlo_instr(3, "ag", "all-gather", f32s(&[512, 256]), &[1]),
+            false,
+        ),
+        with(
+            hlo_instr(4, "rs", "reduce-scatter", f32s(&[32, 256]), &[1]),
+            true,
+        ),
+        with(
+            hlo_instr(5, "a2a", "all-to-all", f32s(&[128, 256]), &[1]),
+            false,
+        ),
+        with(
+            hlo_instr(6, "ar", "all-reduce", f32s(&[128, 256]), &[1]),
+            true,
+        ),
+        with(
+            hlo_instr(7, "ars", "all-reduce-start", f32s(&[128, 256]), &[1]),
+            true,
+        ),
+        hlo_instr(8, "ard", "all-reduce-done", f32s(&[128, 256]), &[7]),
+    ];
+    let hlo = hlo_module_proto("jit_coll", 1, vec![(2, "sum", reducer), (1, "main", entry)]);
+    let m = hlo.hlo_module.unwrap();
+    let view = xprof_hlo::print::ModuleView::new(&m);
+    let costs = xprof_opstats::cost_model::module_costs(&view);
+    let got = |id: i64| (costs[&id].flops, costs[&id].bytes_accessed);
+    let kib = 1024u64;
+    assert_eq!(got(3), (0, 11 * 128 * kib));
+    assert_eq!(got(4), (3 * 32 * 256, 11 * 32 * kib));
+    assert_eq!(got(5), (0, 256 * kib));
+    assert_eq!(got(6), (3 * 128 * 256, 256 * kib));
+    assert_eq!(got(7), (3 * 128 * 256, 128 * kib));
+    assert_eq!(got(8), (0, 256 * kib));
+}
