@@ -851,10 +851,15 @@ fn union_len(spans: &mut [(i64, i64)]) -> u64 {
 
 /// XProf `ComputePrecisionStats` on GPU: per step (group), the kernels' compute time made
 /// non-overlapping (all GPUs of the host together, 16-bit winning over 32-bit where they
-/// overlap), summed over steps. Kernels need a `correlation_id`; one without `group_id` joins
-/// the group of the latest grouped kernel of its GPU that started at or before it (what XProf
-/// 2.24.2 does on captures whose kernels are partly grouped; checked in `tests/gpu_synthetic.rs`).
-pub fn gpu_precision_stats(gpus: &[&Plane]) -> crate::metrics::PrecisionStats {
+/// overlap), summed over steps. Kernels need a `correlation_id`. A kernel's group is its
+/// `group_id`, else that of the host launch with its correlation id (`kernel_groups`: what
+/// XProf's grouping writes on raw captures), else the group of the latest grouped kernel of its
+/// GPU that started at or before it (what XProf 2.24.2 does on captures whose kernels are partly
+/// grouped; checked in `tests/gpu_synthetic.rs`).
+pub fn gpu_precision_stats(
+    gpus: &[&Plane],
+    kernel_groups: &crate::steps::KernelGroups,
+) -> crate::metrics::PrecisionStats {
     // group → (16-bit spans, all compute spans)
     type Spans = Vec<(i64, i64)>;
     let mut by_group: std::collections::BTreeMap<i64, (Spans, Spans)> = Default::default();
@@ -867,15 +872,20 @@ pub fn gpu_precision_stats(gpus: &[&Plane]) -> crate::metrics::PrecisionStats {
             .filter(|l| !(10_000..20_000).contains(&l.id))
         {
             for e in &line.events {
-                if e.stats.i64(StatKey::CorrelationId).is_none_or(|c| c < 0) {
+                let Some(correlation) = e.stats.i64(StatKey::CorrelationId).filter(|c| *c >= 0)
+                else {
                     continue;
-                }
+                };
                 let Some(is16) =
                     gpu_compute_is_16bit(&plane.meta(e).name, e.stats.str(StatKey::TensorShapes))
                 else {
                     continue;
                 };
-                let group = e.stats.i64(StatKey::GroupId).filter(|g| *g >= 0);
+                let group = e
+                    .stats
+                    .i64(StatKey::GroupId)
+                    .filter(|g| *g >= 0)
+                    .or_else(|| kernel_groups.get(&correlation).copied());
                 evs.push((e.start_ps, group, is16, e.end_ps()));
             }
         }

@@ -238,9 +238,6 @@ pub fn build_with(space: &HostSpace, opts: BuildOptions) -> OpStats {
             dropped = dropped.saturating_add(*d);
         }
         device_db = c.finish();
-        if opts.steps {
-            device_db.precision_stats = crate::device::gpu_precision_stats(&gpu);
-        }
     }
 
     let host = space.plane(HOST_THREADS);
@@ -271,6 +268,9 @@ pub fn build_with(space: &HostSpace, opts: BuildOptions) -> OpStats {
             }
         },
     );
+    if hardware_type == HardwareType::Gpu && opts.steps {
+        device_db.precision_stats = crate::device::gpu_precision_stats(&gpu, &steps.kernel_groups);
+    }
     let steps_inferred = if opts.steps && steps.source == StepsSource::None {
         infer_module_steps(devices.first().copied())
     } else {
@@ -449,6 +449,7 @@ fn combine_steps(hosts: &[OpStats]) -> StepDb {
         steps: merge_aligned(&all).0,
         complete_steps,
         empty_intersect,
+        kernel_groups: Default::default(),
     }
 }
 

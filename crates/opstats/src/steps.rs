@@ -174,7 +174,14 @@ pub struct StepDb {
     /// Several hosts had steps, but the stretches they cover do not meet (XProf's
     /// `empty_intersect`, which its diagnostics report).
     pub empty_intersect: bool,
+    /// GPU: the group of each host launch (correlation id → group id), through which kernels
+    /// without a `group_id` stat join the group that launched them, as XProf's grouping
+    /// gives them one. Empty elsewhere.
+    pub kernel_groups: KernelGroups,
 }
+
+/// Correlation id of a host kernel launch → the id of its group.
+pub type KernelGroups = HashMap<i64, i64>;
 
 impl Default for StepDb {
     fn default() -> Self {
@@ -184,6 +191,7 @@ impl Default for StepDb {
             steps: Vec::new(),
             complete_steps: Vec::new(),
             empty_intersect: false,
+            kernel_groups: KernelGroups::new(),
         }
     }
 }
@@ -839,11 +847,12 @@ fn generic_step(
 /// `ConvertDeviceTraceXLineToStepEvents` (GPU) and `ConvertStepDetailsToStepInfo`.
 /// GPU kernels join a step through their own `group_id`, else through the host kernel launch
 /// with the same `correlation_id`.
-fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>) {
+fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>, KernelGroups) {
     let grouping = host_event_groups(plane);
     let source = grouping.source;
+    let mut kernel_groups = KernelGroups::new();
     if source == StepsSource::None {
-        return (source, Vec::new());
+        return (source, Vec::new(), kernel_groups);
     }
     let groups = &grouping.event_group;
     let num_groups = grouping.ids.len();
@@ -876,6 +885,7 @@ fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>) {
                 }
                 if let Some(c) = e.stats.i64(StatKey::CorrelationId) {
                     launch_group.insert(c, g);
+                    kernel_groups.insert(c, grouping.ids[g as usize]);
                 }
             }
         }
@@ -1005,7 +1015,7 @@ fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>) {
             })
         })
         .collect();
-    (source, steps.into_iter().flatten().collect())
+    (source, steps.into_iter().flatten().collect(), kernel_groups)
 }
 
 /// Step id → (begin, end, name) on one core.
@@ -1273,20 +1283,24 @@ pub fn step_db(
                 complete_steps: steps.clone(),
                 steps,
                 empty_intersect: false,
+                kernel_groups: KernelGroups::new(),
             },
             None => StepDb::default(),
         };
     }
-    let (source, steps) = match host.map(|h| host_steps(h, gpus)) {
-        Some((source, steps)) if source != StepsSource::None => (source, steps),
+    let (source, steps, kernel_groups) = match host.map(|h| host_steps(h, gpus)) {
+        Some((source, steps, kg)) if source != StepsSource::None => (source, steps, kg),
         // No host grouping: a GPU capture may still carry its groups on the kernels.
         _ => match gpu_only_steps(gpus) {
-            Some(steps) => (StepsSource::GroupId, steps),
+            Some(steps) => (StepsSource::GroupId, steps, KernelGroups::new()),
             None => return StepDb::default(),
         },
     };
     if steps.is_empty() {
-        return StepDb::default();
+        return StepDb {
+            kernel_groups,
+            ..StepDb::default()
+        };
     }
     let mut complete = steps.clone();
     if complete.len() > DROP_INCOMPLETE_THRESHOLD {
@@ -1299,6 +1313,7 @@ pub fn step_db(
         steps,
         complete_steps: complete,
         empty_intersect: false,
+        kernel_groups,
     }
 }
 
