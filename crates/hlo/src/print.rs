@@ -31,6 +31,9 @@ pub struct PrintOptions {
     pub style: Style,
     /// `metadata={...}` on instructions (and the stack-frame tables in the header).
     pub metadata: bool,
+    /// Each operand's shape before its name (XLA `print_operand_shape`), as one instruction
+    /// prints alone (`HloInstruction::ToString`); whole modules print without.
+    pub operand_shapes: bool,
 }
 
 impl PrintOptions {
@@ -38,12 +41,22 @@ impl PrintOptions {
         PrintOptions {
             style: Style::Long,
             metadata: false,
+            operand_shapes: false,
         }
     }
     pub fn short() -> Self {
         PrintOptions {
             style: Style::Short,
             metadata: false,
+            operand_shapes: false,
+        }
+    }
+    /// One instruction as XLA prints it alone (`HloInstruction::ToString()`): the long style
+    /// with operand shapes, the long name XProf shows for an op.
+    pub fn instruction() -> Self {
+        PrintOptions {
+            operand_shapes: true,
+            ..Self::long()
         }
     }
     fn percent(&self) -> &'static str {
@@ -1178,8 +1191,15 @@ impl<'p> ModuleView<'p> {
                             let _ = write!(out, "/*index={i}*/");
                         }
                     }
+                    let operand = self.instr(*id);
+                    if opts.operand_shapes
+                        && let Some(shape) = operand.and_then(|o| o.shape.as_ref())
+                    {
+                        write_shape(out, shape, true);
+                        out.push(' ');
+                    }
                     out.push_str(pct);
-                    out.push_str(self.instr(*id).map(|o| o.name.as_str()).unwrap_or("?"));
+                    out.push_str(operand.map(|o| o.name.as_str()).unwrap_or("?"));
                 }
             }
         }

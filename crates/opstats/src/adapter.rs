@@ -183,7 +183,7 @@ pub fn plane_from_proto(p: &XPlane) -> Plane {
 pub fn module_info(program_id: u64, m: &HloModuleProto) -> HloModuleInfo {
     use xprof_hlo::print::{ModuleView, PrintOptions};
     let view = ModuleView::new(m);
-    let opts = PrintOptions::long();
+    let opts = PrintOptions::instruction();
     let costs = crate::cost_model::module_costs(&view);
     let mut instructions = HashMap::new();
     let mut is_training = false;
