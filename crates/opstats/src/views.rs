@@ -1433,7 +1433,8 @@ fn node_metrics(op: &OpMetrics, total_ps: u64, env: NodeEnv<'_>) -> Value {
     };
     let frac = safe_div(op.time_ps as f64, total_ps as f64);
     let bytes = json!([hbm, 0, 0]);
-    let bandwidth = json!([bw_util.min(1.0) * frac, 0.0, 0.0]);
+    // Unlike the FLOP utilization, XProf does not weight the bandwidth by the time fraction.
+    let bandwidth = json!([bw_util.min(1.0), 0.0, 0.0]);
     let mut m = json!({
         "rawTime": op.time_ps,
         "selfTimePs": op.self_time_ps,
