@@ -178,6 +178,29 @@ pub fn plane_from_proto(p: &XPlane) -> Plane {
     }
 }
 
+/// A fusion's fused instructions as XProf lists them under the fusion
+/// (`AddFusionChildrenToOpMetricsFromHloInstruction`): parameters and tuples left out.
+fn fused_children(
+    view: &xprof_hlo::print::ModuleView<'_>,
+    i: &xprof_proto::xla::HloInstructionProto,
+) -> Vec<String> {
+    if i.opcode != "fusion" {
+        return Vec::new();
+    }
+    let Some(ci) = i
+        .called_computation_ids
+        .first()
+        .and_then(|c| view.comp_by_id.get(c))
+    else {
+        return Vec::new();
+    };
+    view.instrs[*ci]
+        .iter()
+        .filter(|c| c.opcode != "parameter" && c.opcode != "tuple")
+        .map(|c| c.name.clone())
+        .collect()
+}
+
 /// The HLO facts the views need from one module; each instruction's text is printed as XLA
 /// does (the `long_name` XProf shows for ops the trace does not describe).
 pub fn module_info(program_id: u64, m: &HloModuleProto) -> HloModuleInfo {
@@ -200,10 +223,12 @@ pub fn module_info(program_id: u64, m: &HloModuleProto) -> HloModuleInfo {
                     opcode: i.opcode.clone(),
                     fusion_kind: i.fusion_kind.clone(),
                     op_name: md.op_name,
+                    op_type: md.op_type,
                     source_file: md.source_file,
                     source_line: md.source_line,
                     expression: view.instruction_text(i, &opts),
                     cost: costs.get(&i.id).copied(),
+                    fused_children: fused_children(&view, i),
                 },
             );
         }

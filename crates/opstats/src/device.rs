@@ -806,6 +806,63 @@ pub fn hlo_category(instr: &crate::model::HloInstr) -> String {
     .to_string()
 }
 
+/// XProf's fused-instruction children of TPU ops (`UpdateOpMetricsDbFromHloModuleMap`): every
+/// op whose HLO instruction is a fusion gets its fused instructions (but parameters and
+/// tuples) appended to its children, recursively, each once, without time or cost (XProf has
+/// no TPU cost model in its open-source build), named and typed from the HLO.
+pub fn add_fusion_children(db: &mut OpMetricsDb, modules: &HashMap<u64, HloModuleInfo>) {
+    fn children(
+        module: &HloModuleInfo,
+        instr: &crate::model::HloInstr,
+        depth: u32,
+    ) -> Vec<OpMetrics> {
+        // Fusions nest a level or two; a cycle in a malformed module must not recurse forever.
+        if depth > 16 {
+            return Vec::new();
+        }
+        instr
+            .fused_children
+            .iter()
+            .filter_map(|name| module.instructions.get(name))
+            .map(|c| {
+                let nested = children(module, c, depth + 1);
+                OpMetrics {
+                    name: c.name.clone(),
+                    category: hlo_category(c),
+                    long_name: c.expression.clone(),
+                    provenance: format!("{}:{}", c.op_name, c.op_type),
+                    occurrences: 1,
+                    num_cores: 1,
+                    core_type: CoreType::Unknown,
+                    children: (!nested.is_empty()).then(|| {
+                        Box::new(OpMetricsDb {
+                            metrics: nested,
+                            ..Default::default()
+                        })
+                    }),
+                    ..Default::default()
+                }
+            })
+            .collect()
+    }
+    for op in db.metrics.iter_mut().filter(|m| !m.is_idle()) {
+        let Some(module) = modules.get(&op.program_id) else {
+            continue;
+        };
+        let Some(instr) = module.instructions.get(&op.name) else {
+            continue;
+        };
+        let fused = children(module, instr, 0);
+        if fused.is_empty() {
+            continue;
+        }
+        op.children
+            .get_or_insert_with(Default::default)
+            .metrics
+            .extend(fused);
+    }
+}
+
 /// XProf `ClassifyGpuCompute` for a kernel that is device compute: `Some(true)` for 16-bit
 /// (`half` in the `shape` stat, or without one `half`/`fp16` in the name), `Some(false)` for
 /// 32-bit, `None` for memcpys and NCCL collectives (`ClassifyGpuEvent`).

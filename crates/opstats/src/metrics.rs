@@ -196,13 +196,10 @@ impl OpMetrics {
             .event_bytes_accessed
             .saturating_add(src.event_bytes_accessed);
         self.vdd_energy_j += src.vdd_energy_j;
-        if let Some(c) = &src.children {
-            let mut comb = DbCombiner::new();
-            if let Some(mine) = &self.children {
-                comb.combine(mine, false);
-            }
-            comb.combine(c, false);
-            self.children = Some(Box::new(comb.finish()));
+        // XProf copies an op's children from the first source that has some
+        // (`CopyOpMetricsMetadata`); it does not add them up over cores or hosts.
+        if self.children.is_none() && src.children.is_some() {
+            self.children = src.children.clone();
         }
         self.add_memory_accessed(&src.memory_accessed);
     }

@@ -654,12 +654,17 @@ pub struct HloInstr {
     pub fusion_kind: String,
     /// `metadata.op_name`: the framework op (provenance).
     pub op_name: String,
+    /// `metadata.op_type`.
+    pub op_type: String,
     pub source_file: String,
     pub source_line: i32,
     /// The instruction as XLA prints it (best effort; used as `long_name`).
     pub expression: String,
     /// FLOPs / bytes from our HLO cost model (`crate::cost_model`; used for GPU kernels).
     pub cost: Option<crate::cost_model::HloCost>,
+    /// A fusion's fused instructions but parameters and tuples, in their computation's
+    /// order (by name; names are unique in a module).
+    pub fused_children: Vec<String>,
 }
 
 /// The HLO of one program (module), keyed by instruction name.

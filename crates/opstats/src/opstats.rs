@@ -227,6 +227,7 @@ pub fn build_with(space: &HostSpace, opts: BuildOptions) -> OpStats {
         duty_busy = duty.active_ps();
         duty_idle = duty.idle_ps();
         device_db = c.finish();
+        crate::device::add_fusion_children(&mut device_db, &space.modules);
         device_db.busy_time_ps = duty_busy;
         device_db.idle_time_ps = duty_idle;
     } else if hardware_type == HardwareType::Gpu {

@@ -1486,6 +1486,42 @@ fn node_metrics(op: &OpMetrics, total_ps: u64, env: NodeEnv<'_>) -> Value {
     m
 }
 
+/// An op's node, with its children (the SparseCore ops it offloaded and, on TPU, its fused
+/// instructions) under it as XProf inserts them (`InsertFusedInstructions`), in stored order.
+fn op_tree_node(op: &OpMetrics, total: u64, env: NodeEnv<'_>, depth: u32) -> Value {
+    let children: Vec<Value> = match &op.children {
+        Some(c) if depth < 16 => c
+            .metrics
+            .iter()
+            .map(|child| op_tree_node(child, total, env, depth + 1))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let mut m = json!({
+        "name": op.name,
+        "metrics": node_metrics(op, total, env),
+        "xla": {
+            "expression": op.long_name,
+            "provenance": op.provenance,
+            "category": op.category,
+            "programId": op.program_id.to_string(),
+            "sourceInfo": {"fileName": op.source_file, "lineNumber": op.source_line, "stackFrame": op.source_stack},
+        },
+        "numChildren": children.len(),
+        "children": children,
+    });
+    if is_flops_placeholder(op) {
+        m["metrics"]["rawFlops"] = Value::Null;
+        m["metrics"]["bf16Flops"] = Value::Null;
+        m["metrics"]["rawFlops_reason"] = json!(reasons::CUSTOM_CALL_FLOPS);
+        m["metrics"]["bf16Flops_reason"] = json!(reasons::CUSTOM_CALL_FLOPS);
+        if op.event_flops > 0 {
+            m["metrics"]["rawFlops_measured"] = json!(op.event_flops);
+        }
+    }
+    m
+}
+
 /// Totals of a group node (XProf combines the children's metrics, breakdown included).
 fn sum_into(dst: &mut OpMetrics, src: &OpMetrics) {
     dst.add_memory_accessed(&src.memory_accessed);
@@ -1521,29 +1557,7 @@ pub fn op_profile(s: &OpStats, group_by: &str, with_idle: bool) -> Value {
         Some(n) => format!("{n}({pid})"),
         None => pid.to_string(),
     };
-    let op_node = |op: &OpMetrics| {
-        let mut m = json!({
-            "name": op.name,
-            "metrics": node_metrics(op, total, env),
-            "xla": {
-                "expression": op.long_name,
-                "provenance": op.provenance,
-                "category": op.category,
-                "programId": op.program_id.to_string(),
-                "sourceInfo": {"fileName": op.source_file, "lineNumber": op.source_line, "stackFrame": op.source_stack},
-            },
-        });
-        if is_flops_placeholder(op) {
-            m["metrics"]["rawFlops"] = Value::Null;
-            m["metrics"]["bf16Flops"] = Value::Null;
-            m["metrics"]["rawFlops_reason"] = json!(reasons::CUSTOM_CALL_FLOPS);
-            m["metrics"]["bf16Flops_reason"] = json!(reasons::CUSTOM_CALL_FLOPS);
-            if op.event_flops > 0 {
-                m["metrics"]["rawFlops_measured"] = json!(op.event_flops);
-            }
-        }
-        m
-    };
+    let op_node = |op: &OpMetrics| op_tree_node(op, total, env, 0);
     // Group ops (no IDLE, no ops named region…, deduplicated by deduplicated_name).
     let mut ops: Vec<&OpMetrics> = db
         .metrics

@@ -15,13 +15,23 @@ pub const PROGRAM: u64 = 9;
 const US: i64 = 1_000_000;
 
 /// jit_pod(9): `dot.1 = f32[256,256] dot(p0 f32[256,512], p1 f32[512,256])`, `all-reduce.2`,
-/// `fusion.3` (kLoop: multiply then add), `copy.4`, `infeed.5`, `outfeed.6`.
+/// `fusion.3` (kLoop: multiply then add), `copy.4`, `infeed.5` and `outfeed.6` (through the
+/// token `after-all.7`).
 pub fn pod_hlo() -> xla::HloProto {
     let f32s = |d: &[i64]| hlo_shape(T::F32, d);
     let param = |id: i64, name: &str, s: xla::ShapeProto, n: i64| {
         let mut i = hlo_instr(id, name, "parameter", s, &[]);
         i.parameter_number = n;
         i
+    };
+    let token = || xla::ShapeProto {
+        element_type: T::Token as i32,
+        ..Default::default()
+    };
+    let tuple = |parts: Vec<xla::ShapeProto>| xla::ShapeProto {
+        element_type: T::Tuple as i32,
+        tuple_shapes: parts,
+        ..Default::default()
     };
     let fused = vec![
         param(101, "fp0", f32s(&[256, 256]), 0),
@@ -51,13 +61,25 @@ pub fn pod_hlo() -> xla::HloProto {
         all_reduce,
         fusion,
         hlo_instr(6, "copy.4", "copy", f32s(&[256, 256]), &[5]),
-        hlo_instr(7, "infeed.5", "infeed", f32s(&[256]), &[]),
-        hlo_instr(8, "outfeed.6", "outfeed", f32s(&[]), &[6]),
+        hlo_instr(9, "after-all.7", "after-all", token(), &[]),
+        hlo_instr(
+            7,
+            "infeed.5",
+            "infeed",
+            tuple(vec![f32s(&[256]), token()]),
+            &[9],
+        ),
+        {
+            let mut o = hlo_instr(8, "outfeed.6", "outfeed", token(), &[6, 9]);
+            o.outfeed_shape = Some(Box::new(f32s(&[256, 256])));
+            o
+        },
     ];
     hlo_module_proto(
         "jit_pod",
         1,
-        vec![(1, "main", entry), (2, "fused", fused), (3, "sum", reducer)],
+        // Callees before their callers, as XLA requires.
+        vec![(2, "fused", fused), (3, "sum", reducer), (1, "main", entry)],
     )
 }
 
@@ -126,7 +148,8 @@ fn ops(
             0,
             1024,
             50_000,
-            300_000 + 100_000 * c,
+            // Distinct on every core, so that the core with the most infeed is one.
+            300_000 + 100_000 * c + 40_000 * h,
         ));
     }
     if host == 0 {
