@@ -1040,7 +1040,12 @@ pub fn gpu_db(plane: &Plane, modules: &HashMap<u64, HloModuleInfo>) -> (OpMetric
                     provenance: instr.op_name.clone(),
                     long_name: instr.expression.clone(),
                     source_file: instr.source_file.clone(),
-                    source_line: instr.source_line,
+                    // XProf gives a GPU op without a source file line -1.
+                    source_line: if instr.source_file.is_empty() {
+                        -1
+                    } else {
+                        instr.source_line
+                    },
                     is_eager: e.stats.i64(StatKey::IsEager).unwrap_or(0) != 0,
                     core_type: CoreType::Unknown,
                     ..Default::default()

@@ -40,6 +40,9 @@ pub mod reasons {
     pub const PRECISION_NOT_GPU: &str = "XProf computes 16/32-bit compute time only from GPU kernels (this capture has none; XProf prints nothing)";
     pub const PRECISION_NO_STEPS: &str = "no GPU kernel with a correlation_id falls in a step (group_id), so there is no compute time to divide (XProf prints 0.0%)";
     pub const DEVICE_IDLE_TPU_ONLY: &str = "XProf computes device idle time only for TPU captures (its GPU overview has no such field); *_measured is the idle share of the GPU op time";
+    pub const GPU_NO_NORMALIZED_TIME: &str = "XProf's op profile divides FLOPs by the DVFS-normalized time, which it does not have for GPU ops, and prints 0; *_measured uses the op's time";
+    pub const GPU_ROOFLINE_PEAKS: &str = "XProf's GPU roofline prints 0 for this device property (its records still use the GPU's peaks); *_measured is ours from the capture's GPU caps";
+    pub const GPU_COMPUTE_EFFICIENCY: &str = "XProf's GPU roofline prints 0 for the compute efficiency; *_measured is the measured FLOP rate over the GPU's peak";
     pub const NOT_COUNTED_ABOVE_CATEGORY: &str = "XProf counts occurrences only for ops and their categories and prints 0 for programs and the root; *_measured sums the occurrences of the node's ops";
     pub const NO_MEMORY_BREAKDOWN: &str = "XProf's TPU op profile counts bytes only from an op's per-memory-space breakdown (memory_access_breakdown), which these ops lack (it prints 0); *_measured puts their bytes_accessed in HBM";
     pub const NO_HOST_OPS: &str =
@@ -624,6 +627,17 @@ pub fn roofline_model(s: &OpStats) -> (Map<String, Value>, Vec<Map<String, Value
     {
         dev = st.clone();
     }
+    if hw == HardwareType::Gpu {
+        for k in [
+            "peak_flop_rate",
+            "hbm_ridge_point",
+            "peak_vmem_write_bw",
+            "vmem_write_ridge_point",
+        ] {
+            let measured = dev.get(k).cloned();
+            null_with(&mut dev, k, reasons::GPU_ROOFLINE_PEAKS, measured);
+        }
+    }
     (dev, records)
 }
 
@@ -749,7 +763,16 @@ fn roofline_record(
     );
     m.insert("optimal_flop_rate".into(), json!(r.optimal_flop_rate));
     m.insert("roofline_efficiency".into(), json!(r.roofline_efficiency));
-    m.insert("compute_efficiency".into(), json!(r.compute_efficiency));
+    if hw == HardwareType::Gpu {
+        null_with(
+            &mut m,
+            "compute_efficiency",
+            reasons::GPU_COMPUTE_EFFICIENCY,
+            Some(json!(r.compute_efficiency)),
+        );
+    } else {
+        m.insert("compute_efficiency".into(), json!(r.compute_efficiency));
+    }
     m.insert(
         "max_mem_bw_utilization".into(),
         json!(r.max_mem_bw_utilization),
@@ -1405,6 +1428,8 @@ struct NodeEnv<'a> {
     breakdown_only: bool,
     /// The ops are a CPU backend's on host threads: no FLOP or byte counts exist for them.
     host_executed: bool,
+    /// GPU ops: XProf has no DVFS-normalized time for them.
+    gpu: bool,
 }
 
 /// One op_profile node's metrics (XProf `op_profile` field names).
@@ -1449,6 +1474,22 @@ fn node_metrics(op: &OpMetrics, total_ps: u64, env: NodeEnv<'_>) -> Value {
         "uncappedFlops": flops_util * frac,
         "bandwidthUtils": bandwidth,
     });
+    // XProf divides GPU FLOPs by a DVFS-normalized time it leaves at 0, and prints 0.
+    if env.gpu
+        && !op.is_idle()
+        && let Some(map) = m.as_object_mut()
+    {
+        for key in ["flops", "uncappedFlops"] {
+            let measured = map.get(key).cloned();
+            null_with(map, key, reasons::GPU_NO_NORMALIZED_TIME, measured);
+        }
+        null_with(
+            map,
+            "normalizedTimePs",
+            reasons::GPU_NO_NORMALIZED_TIME,
+            None,
+        );
+    }
     // Unknown, not 0: the trace gives host-executed ops no cost (XProf has no such view).
     if env.host_executed
         && !op.is_idle()
@@ -1547,6 +1588,7 @@ pub fn op_profile(s: &OpStats, group_by: &str, with_idle: bool) -> Value {
         perf: s.perf_env.as_ref(),
         breakdown_only: s.run_env.hardware_type == HardwareType::Tpu,
         host_executed,
+        gpu: s.run_env.hardware_type == HardwareType::Gpu,
     };
     let total = if with_idle {
         db.total_time_ps

@@ -307,14 +307,16 @@ struct GenericStep {
     c: [f64; 9],
 }
 
-fn generic_steps(steps: &[Step]) -> Vec<GenericStep> {
+/// `named`: XProf names a step after its host root only when the steps come from the host;
+/// with a GPU they come from the device and go by number.
+fn generic_steps(steps: &[Step], named: bool) -> Vec<GenericStep> {
     steps
         .iter()
         .filter_map(|s| {
             // Host-only and GPU steps live on one core (the engine's core 0 of the first host).
             let cs = s.per_core.get(&0)?;
             Some(GenericStep {
-                name: if s.name.is_empty() {
+                name: if s.name.is_empty() || !named {
                     s.step_num.to_string()
                 } else {
                     s.name.clone()
@@ -802,7 +804,7 @@ pub fn input_pipeline_with(
         core_table.records = vec![row0, row1];
         (vec![core_table, step_table, host], b)
     } else {
-        let gs = generic_steps(steps);
+        let gs = generic_steps(steps, hw != HardwareType::Gpu);
         let step_times = step_times_ms(steps);
         // Host-to-device share of the step (`RatioOfHostToDeviceTimeToStepTime`, no infeed
         // enqueue ratio in the engine's host DB).
