@@ -82,6 +82,7 @@
 #![warn(missing_docs)]
 
 pub mod bench_inputs;
+pub mod gpu;
 pub mod pod;
 
 use prost::Message;

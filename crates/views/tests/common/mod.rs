@@ -51,11 +51,17 @@ pub fn oracle_fixtures() -> Vec<(String, PathBuf, PathBuf)> {
             v.push((name, p.join("run"), p.join("oracle")));
         }
     }
-    // The synthetic two-host TPU run, written once per test process.
+    // The synthetic runs (a two-host TPU pod, a two-GPU host), written once per test process.
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
     v.push((
         "synthetic-pod".into(),
         synthetic_pod_run().to_path_buf(),
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/synthetic-pod"),
+        data.join("synthetic-pod"),
+    ));
+    v.push((
+        "synthetic-gpu".into(),
+        synthetic_gpu_run().to_path_buf(),
+        data.join("synthetic-gpu"),
     ));
     // Two of our CPU captures side by side as the hosts of one run.
     v.push((
@@ -74,14 +80,29 @@ pub fn oracle_fixtures() -> Vec<(String, PathBuf, PathBuf)> {
     v
 }
 
-/// `xprof_testkit::pod`'s run, written under this test target's temporary directory.
+/// A synthetic run written under this test target's temporary directory, once per process.
+fn synthetic_run(
+    cell: &'static std::sync::OnceLock<PathBuf>,
+    name: &str,
+    write: fn(&Path, &str) -> std::io::Result<PathBuf>,
+) -> &'static Path {
+    cell.get_or_init(|| {
+        let logdir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("{name}-{}", std::process::id()));
+        write(&logdir, "run").expect("write a synthetic run")
+    })
+}
+
+/// `xprof_testkit::pod`'s run.
 pub fn synthetic_pod_run() -> &'static Path {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| {
-        let logdir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("synthetic-pod-{}", std::process::id()));
-        xprof_testkit::pod::write_pod_run(&logdir, "run").expect("write the synthetic pod run")
-    })
+    synthetic_run(&DIR, "synthetic-pod", xprof_testkit::pod::write_pod_run)
+}
+
+/// `xprof_testkit::gpu`'s run.
+pub fn synthetic_gpu_run() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    synthetic_run(&DIR, "synthetic-gpu", xprof_testkit::gpu::write_gpu_run)
 }
 
 /// A run of two hosts made of our `mlp_steps` (host0) and `sharded` (host1) captures: one
