@@ -41,6 +41,7 @@ pub mod reasons {
     pub const PRECISION_NO_STEPS: &str = "no GPU kernel with a correlation_id falls in a step (group_id), so there is no compute time to divide (XProf prints 0.0%)";
     pub const DEVICE_IDLE_TPU_ONLY: &str = "XProf computes device idle time only for TPU captures (its GPU overview has no such field); *_measured is the idle share of the GPU op time";
     pub const GPU_NO_NORMALIZED_TIME: &str = "XProf's op profile divides FLOPs by the DVFS-normalized time, which it does not have for GPU ops, and prints 0; *_measured uses the op's time";
+    pub const COMBINED_LAYOUT_FLAGS: &str = "XProf combines several hosts' device properties without their memory-layout flags (merged VMEM, CMEM, megacore), so it prints 0 for these; *_measured is the first host's";
     pub const GPU_ROOFLINE_PEAKS: &str = "XProf's GPU roofline prints 0 for this device property (its records still use the GPU's peaks); *_measured is ours from the capture's GPU caps";
     pub const GPU_COMPUTE_EFFICIENCY: &str = "XProf's GPU roofline prints 0 for the compute efficiency; *_measured is the measured FLOP rate over the GPU's peak";
     pub const NOT_COUNTED_ABOVE_CATEGORY: &str = "XProf counts occurrences only for ops and their categories and prints 0 for programs and the root; *_measured sums the occurrences of the node's ops";
@@ -626,6 +627,28 @@ pub fn roofline_model(s: &OpStats) -> (Map<String, Value>, Vec<Map<String, Value
         && let Some(st) = info.get("xprof_strings").and_then(Value::as_object)
     {
         dev = st.clone();
+    }
+    // XProf's multi-host combination keeps the peaks but not the memory-layout flags
+    // (`CombinePerfEnv`), so the on-chip tiers of several TPU hosts print as 0.
+    if hw == HardwareType::Tpu && s.run_env.task_count > 1 {
+        for k in [
+            "megacore",
+            "has_cmem",
+            "has_merged_vmem",
+            "peak_cmem_read_bw",
+            "peak_cmem_write_bw",
+            "peak_vmem_read_bw",
+            "peak_vmem_write_bw",
+            "cmem_read_ridge_point",
+            "cmem_write_ridge_point",
+            "vmem_read_ridge_point",
+            "vmem_write_ridge_point",
+        ] {
+            if dev.get(k).is_some_and(|v| v != "0") {
+                let measured = dev.get(k).cloned();
+                null_with(&mut dev, k, reasons::COMBINED_LAYOUT_FLAGS, measured);
+            }
+        }
     }
     if hw == HardwareType::Gpu {
         for k in [
@@ -1443,23 +1466,48 @@ fn node_metrics(op: &OpMetrics, total_ps: u64, env: NodeEnv<'_>) -> Value {
     } else {
         op.normalized_time_ps as f64 / 1000.0
     };
-    // Whether XProf counts these bytes too (on TPU only those of a breakdown).
-    let (hbm, xprof_counts_them) = if op.memory_accessed.is_empty() {
-        (op.bytes_accessed, !env.breakdown_only)
+    // XProf's three tiers: HBM (read and write), on-chip reads, on-chip writes (every memory
+    // space but HBM), from the op's breakdown; without one, all bytes as HBM, which XProf
+    // counts on GPU but not on TPU.
+    let (tiers, xprof_counts_them) = if op.memory_accessed.is_empty() {
+        ([op.bytes_accessed, 0, 0], !env.breakdown_only)
     } else {
-        (op.hbm_bytes(), true)
+        let on_chip = |kind| {
+            op.memory_accessed
+                .iter()
+                .filter(|m| m.memory_space != crate::metrics::MEMORY_SPACE_HBM && m.kind == kind)
+                .fold(0u64, |a, m| a.saturating_add(m.bytes))
+        };
+        let hbm = op
+            .bytes_in(crate::metrics::MEMORY_SPACE_HBM, AccessKind::Read)
+            .saturating_add(op.bytes_in(crate::metrics::MEMORY_SPACE_HBM, AccessKind::Write));
+        (
+            [hbm, on_chip(AccessKind::Read), on_chip(AccessKind::Write)],
+            true,
+        )
     };
-    let (flops_util, bw_util) = match perf {
-        Some(p) => (
-            safe_div(op.flops as f64, flops_ns) / (p.peak_tflops * 1000.0).max(f64::MIN_POSITIVE),
-            safe_div(hbm as f64, t_ns) / p.peak_bws_gbps[0].max(f64::MIN_POSITIVE),
-        ),
-        None => (0.0, 0.0),
+    let flops_util = match perf {
+        Some(p) => {
+            safe_div(op.flops as f64, flops_ns) / (p.peak_tflops * 1000.0).max(f64::MIN_POSITIVE)
+        }
+        None => 0.0,
     };
+    // Each tier against its peak (HBM, SRAM read, SRAM write); unlike the FLOP utilization,
+    // XProf does not weight the bandwidth by the time fraction.
+    let utils: Vec<f64> = tiers
+        .iter()
+        .zip([0, 1, 2])
+        .map(|(b, k)| match perf {
+            Some(p) if p.peak_bws_gbps[k] > 0.0 => {
+                (safe_div(*b as f64, t_ns) / p.peak_bws_gbps[k]).min(1.0)
+            }
+            _ => 0.0,
+        })
+        .collect();
+    let hbm = tiers[0];
     let frac = safe_div(op.time_ps as f64, total_ps as f64);
-    let bytes = json!([hbm, 0, 0]);
-    // Unlike the FLOP utilization, XProf does not weight the bandwidth by the time fraction.
-    let bandwidth = json!([bw_util.min(1.0), 0.0, 0.0]);
+    let bytes = json!(tiers);
+    let bandwidth = json!(utils);
     let mut m = json!({
         "rawTime": op.time_ps,
         "selfTimePs": op.self_time_ps,

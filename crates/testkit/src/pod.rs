@@ -1,7 +1,8 @@
 //! A two-host, four-chip TPU run shaped like a JAX capture: host step roots
 //! (`StepTraceAnnotation`: `_r`, `step_num`) launching one program per chip per step
 //! (`DoEnqueueProgram` → `XLA Modules`, joined by `run_id` and `queue_id`), a `Steps` line, and
-//! ops of six categories, a collective and infeed among them. The hosts overlap on two of
+//! ops of six categories, a collective and infeed among them, some with a per-memory-space
+//! breakdown of their bytes. The hosts overlap on two of
 //! their three steps, 3 µs apart on the hosts' clocks, so XProf matches them by time, not by
 //! number. XProf 2.24.2's output for this run is what the views' parity tests compare with
 //! (`crates/views/tests/data/synthetic-pod/`, made with `../shared/tools/oracle` from
@@ -81,6 +82,48 @@ pub fn pod_hlo() -> xla::HloProto {
         // Callees before their callers, as XLA requires.
         vec![(2, "fused", fused), (3, "sum", reducer), (1, "main", entry)],
     )
+}
+
+/// XProf's `MemoryAccessBreakdown` of (operation type: 1 read, 2 write; memory space: 1 HBM,
+/// 3 VMEM; bytes) entries, as TPU ops carry it in their `memory_access_breakdown` stat.
+fn memory_breakdown(entries: &[(u8, u8, u64)]) -> Vec<u8> {
+    fn varint(out: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+    let mut out = Vec::new();
+    for &(kind, space, bytes) in entries {
+        let mut m = vec![0x08, kind, 0x10, space, 0x18];
+        varint(&mut m, bytes);
+        out.push(0x0a);
+        varint(&mut out, m.len() as u64);
+        out.extend(m);
+    }
+    out
+}
+
+/// The per-memory-space bytes of an op, where the compiler gave some: the dot and the fusion
+/// read and write HBM and VMEM; the copy only HBM; the others carry none.
+fn breakdown_of(name: &str) -> Option<Vec<u8>> {
+    match name {
+        "dot.1" => Some(memory_breakdown(&[
+            (1, 1, 786_432),
+            (2, 1, 262_144),
+            (1, 3, 2_097_152),
+            (2, 3, 524_288),
+        ])),
+        "fusion.3" => Some(memory_breakdown(&[
+            (1, 1, 262_144),
+            (2, 1, 262_144),
+            (1, 3, 131_072),
+            (2, 3, 65_536),
+        ])),
+        "copy.4" => Some(memory_breakdown(&[(1, 1, 262_144), (2, 1, 262_144)])),
+        _ => None,
+    }
 }
 
 /// `CoreDetails { device_ordinal, local_chip_id, global_chip_id, global_core_id }`.
@@ -165,6 +208,11 @@ fn tpu_plane(p: PlaneBuilder, host: usize, chip: usize, steps: &[i64]) -> PlaneB
     p.stat("device_type_string", "TPU v5 lite")
         .stat("peak_teraflops_per_second", 197.0)
         .stat("peak_hbm_bw_gigabytes_per_second", 819.0)
+        .stat("peak_sram_rd_bw_gigabytes_per_second", 20_000.0)
+        .stat("peak_sram_wr_bw_gigabytes_per_second", 15_000.0)
+        .stat("peak_vmem_rd_bw_gigabytes_per_second", 20_000.0)
+        .stat("peak_vmem_wr_bw_gigabytes_per_second", 15_000.0)
+        .stat("has_merged_vmem", 1i64)
         .stat("has_megacore", 0i64)
         .stat(
             "core_details",
@@ -197,6 +245,9 @@ fn tpu_plane(p: PlaneBuilder, host: usize, chip: usize, steps: &[i64]) -> PlaneB
                         .metadata_stat("flops", flops)
                         .metadata_stat("bytes_accessed", bytes)
                         .metadata_stat("tf_op", format!("jit(pod)/{name}").as_str());
+                    if let Some(b) = breakdown_of(name) {
+                        l = l.metadata_stat("memory_access_breakdown", b);
+                    }
                 }
             }
             l
