@@ -1611,6 +1611,35 @@ fn op_tree_node(op: &OpMetrics, total: u64, env: NodeEnv<'_>, depth: u32) -> Val
     m
 }
 
+/// Whether an op is placed in the op profile's categories: it holds no nested op's time, or
+/// what it holds are SparseCore ops.
+fn is_op_profile_leaf(op: &OpMetrics) -> bool {
+    op.time_ps <= op.self_time_ps
+        || op.children.as_ref().is_some_and(|c| {
+            c.metrics
+                .iter()
+                .any(|m| m.core_type == crate::metrics::CoreType::SparseCore)
+        })
+}
+
+/// A program's or the root's totals from one op (XProf `UpdateNodeMetrics`): its self time,
+/// its normalized time, and its cost only when it holds no nested op (whose cost is counted
+/// by the nested ops themselves).
+fn update_node(dst: &mut OpMetrics, src: &OpMetrics) {
+    dst.time_ps = dst.time_ps.saturating_add(src.self_time_ps);
+    dst.self_time_ps = dst.self_time_ps.saturating_add(src.self_time_ps);
+    dst.normalized_time_ps = dst
+        .normalized_time_ps
+        .saturating_add(src.normalized_time_ps);
+    if src.time_ps <= src.self_time_ps {
+        dst.flops += src.flops;
+        dst.model_flops += src.model_flops;
+        dst.bytes_accessed = dst.bytes_accessed.saturating_add(src.bytes_accessed);
+        dst.event_flops = dst.event_flops.saturating_add(src.event_flops);
+        dst.add_memory_accessed(&src.memory_accessed);
+    }
+}
+
 /// Totals of a group node (XProf combines the children's metrics, breakdown included).
 fn sum_into(dst: &mut OpMetrics, src: &OpMetrics) {
     dst.add_memory_accessed(&src.memory_accessed);
@@ -1719,25 +1748,42 @@ pub fn op_profile(s: &OpStats, group_by: &str, with_idle: bool) -> Value {
     if with_idle && let Some(idle) = db.metrics.iter().find(|m| m.is_idle()) {
         children.push(json!({"name": "IDLE", "metrics": node_metrics(idle, total, env), "children": [], "numChildren": 0}));
     }
+    // The root and the programs take every op's self time; the categories and below only
+    // ops that hold no nested ops (a while or a call would count its body twice), unless
+    // what it holds are SparseCore ops (XProf `OpProfileBuilder::AddOp`).
+    let leaf_ops: Vec<&OpMetrics> = ops
+        .iter()
+        .copied()
+        .filter(|o| is_op_profile_leaf(o))
+        .collect();
     let mut root = OpMetrics::default();
+    let mut root_occurrences = 0u64;
+    for o in &ops {
+        update_node(&mut root, o);
+        root_occurrences = root_occurrences.saturating_add(o.occurrences);
+    }
     if group_by == "category" {
-        let (nodes, m) = category_nodes(&ops);
-        sum_into(&mut root, &m);
+        let (nodes, _) = category_nodes(&leaf_ops);
         children.extend(nodes);
     } else {
         let mut programs: Vec<u64> = ops.iter().map(|o| o.program_id).collect();
         programs.sort_unstable();
         programs.dedup();
         for pid in programs {
-            let pops: Vec<&OpMetrics> = ops
+            let pops: Vec<&OpMetrics> = leaf_ops
                 .iter()
                 .copied()
                 .filter(|o| o.program_id == pid)
                 .collect();
-            let (nodes, m) = category_nodes(&pops);
-            sum_into(&mut root, &m);
+            let (nodes, _) = category_nodes(&pops);
+            let mut m = OpMetrics::default();
+            let mut occurrences = 0u64;
+            for o in ops.iter().filter(|o| o.program_id == pid) {
+                update_node(&mut m, o);
+                occurrences = occurrences.saturating_add(o.occurrences);
+            }
             let mut metrics = node_metrics(&m, total, env);
-            uncounted_occurrences(&mut metrics, m.occurrences);
+            uncounted_occurrences(&mut metrics, occurrences);
             children.push(json!({
                 "name": module_name(pid),
                 "programId": pid.to_string(),
@@ -1753,7 +1799,7 @@ pub fn op_profile(s: &OpStats, group_by: &str, with_idle: bool) -> Value {
     let mut rm = root.clone();
     rm.time_ps = total;
     let mut metrics = node_metrics(&rm, total, env);
-    uncounted_occurrences(&mut metrics, root.occurrences);
+    uncounted_occurrences(&mut metrics, root_occurrences);
     let mut node = json!({
         "name": format!("by_{group_by}"),
         "metrics": metrics,

@@ -17,7 +17,7 @@ const US: i64 = 1_000_000;
 
 /// jit_pod(9): `dot.1 = f32[256,256] dot(p0 f32[256,512], p1 f32[512,256])`, `all-reduce.2`,
 /// `fusion.3` (kLoop: multiply then add), `copy.4`, `infeed.5` and `outfeed.6` (through the
-/// token `after-all.7`).
+/// token `after-all.7`), `call.8` (running `copy.c`).
 pub fn pod_hlo() -> xla::HloProto {
     let f32s = |d: &[i64]| hlo_shape(T::F32, d);
     let param = |id: i64, name: &str, s: xla::ShapeProto, n: i64| {
@@ -75,12 +75,26 @@ pub fn pod_hlo() -> xla::HloProto {
             o.outfeed_shape = Some(Box::new(f32s(&[256, 256])));
             o
         },
+        {
+            let mut c = hlo_instr(10, "call.8", "call", f32s(&[256, 256]), &[6]);
+            c.called_computation_ids = vec![4];
+            c
+        },
+    ];
+    let callee = vec![
+        param(401, "cp0", f32s(&[256, 256]), 0),
+        hlo_instr(402, "copy.c", "copy", f32s(&[256, 256]), &[401]),
     ];
     hlo_module_proto(
         "jit_pod",
         1,
         // Callees before their callers, as XLA requires.
-        vec![(2, "fused", fused), (3, "sum", reducer), (1, "main", entry)],
+        vec![
+            (2, "fused", fused),
+            (3, "sum", reducer),
+            (4, "callee", callee),
+            (1, "main", entry),
+        ],
     )
 }
 
@@ -198,6 +212,18 @@ fn ops(
     if host == 0 {
         v.push(("outfeed.6", 8, "outfeed", 0, 4, 9_000_000, 300_000));
     }
+    // A call and the op it runs, nested on the line: the call's self time is what its op
+    // leaves.
+    v.push(("call.8", 10, "call", 0, 0, 9_350_000, 600_000));
+    v.push((
+        "copy.c",
+        11,
+        "data formatting",
+        0,
+        524_288,
+        9_450_000,
+        300_000 + 50_000 * c,
+    ));
     v
 }
 
