@@ -274,6 +274,10 @@ fn tpu_plane(p: PlaneBuilder, host: usize, chip: usize, steps: &[i64]) -> PlaneB
                     if let Some(b) = breakdown_of(name) {
                         l = l.metadata_stat("memory_access_breakdown", b);
                     }
+                    // The compiler's name for the op this one duplicates.
+                    if name == "copy.c" {
+                        l = l.metadata_stat("deduplicated_name", "copy.4");
+                    }
                 }
             }
             l
