@@ -571,6 +571,67 @@ pub fn hlo_instr(
     }
 }
 
+/// A `parameter` instruction: `name = shape parameter(number)`.
+pub fn hlo_param(
+    id: i64,
+    name: &str,
+    shape: xla::ShapeProto,
+    number: i64,
+) -> xla::HloInstructionProto {
+    let mut i = hlo_instr(id, name, "parameter", shape, &[]);
+    i.parameter_number = number;
+    i
+}
+
+/// A matrix product contracting `lhs` dimension 1 with `rhs` dimension 0.
+pub fn hlo_matmul(
+    id: i64,
+    name: &str,
+    shape: xla::ShapeProto,
+    lhs: i64,
+    rhs: i64,
+) -> xla::HloInstructionProto {
+    let mut i = hlo_instr(id, name, "dot", shape, &[lhs, rhs]);
+    i.dot_dimension_numbers = Some(Box::new(xla::DotDimensionNumbers {
+        lhs_contracting_dimensions: vec![1],
+        rhs_contracting_dimensions: vec![0],
+        ..Default::default()
+    }));
+    i
+}
+
+/// The body of a loop fusion over `shape`: `mul.f = multiply(p, p)`, `add.f = add(mul.f, p)`
+/// (ids `base + 1 ..= base + 3`).
+pub fn hlo_multiply_add_body(base: i64, shape: &xla::ShapeProto) -> Vec<xla::HloInstructionProto> {
+    vec![
+        hlo_param(base + 1, "fp0", shape.clone(), 0),
+        hlo_instr(
+            base + 2,
+            "mul.f",
+            "multiply",
+            shape.clone(),
+            &[base + 1, base + 1],
+        ),
+        hlo_instr(
+            base + 3,
+            "add.f",
+            "add",
+            shape.clone(),
+            &[base + 2, base + 1],
+        ),
+    ]
+}
+
+/// A scalar f32 sum, the reduction computation of an all-reduce (ids `base + 1 ..= base + 3`).
+pub fn hlo_sum_reducer(base: i64) -> Vec<xla::HloInstructionProto> {
+    let scalar = || hlo_shape(xla::PrimitiveType::F32, &[]);
+    vec![
+        hlo_param(base + 1, "ra", scalar(), 0),
+        hlo_param(base + 2, "rb", scalar(), 1),
+        hlo_instr(base + 3, "radd", "add", scalar(), &[base + 1, base + 2]),
+    ]
+}
+
 /// An `xla.HloProto` from computations given as `(id, name, instructions)`; the root of each
 /// is its last instruction, the entry is the one with `entry_id`.
 pub fn hlo_module_proto(

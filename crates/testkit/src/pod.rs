@@ -8,8 +8,11 @@
 //! (`crates/views/tests/data/synthetic-pod/`, made with `../shared/tools/oracle` from
 //! [`write_pod_run`]).
 
-use crate::xprof_proto::xla::{self, DotDimensionNumbers, PrimitiveType as T};
-use crate::{PlaneBuilder, XSpaceBuilder, hlo_instr, hlo_module_proto, hlo_shape};
+use crate::xprof_proto::xla::{self, PrimitiveType as T};
+use crate::{
+    PlaneBuilder, XSpaceBuilder, hlo_instr, hlo_matmul, hlo_module_proto, hlo_multiply_add_body,
+    hlo_param, hlo_shape, hlo_sum_reducer,
+};
 
 /// The program id of `jit_pod`.
 pub const PROGRAM: u64 = 9;
@@ -20,11 +23,6 @@ const US: i64 = 1_000_000;
 /// token `after-all.7`), `call.8` (running `copy.c`).
 pub fn pod_hlo() -> xla::HloProto {
     let f32s = |d: &[i64]| hlo_shape(T::F32, d);
-    let param = |id: i64, name: &str, s: xla::ShapeProto, n: i64| {
-        let mut i = hlo_instr(id, name, "parameter", s, &[]);
-        i.parameter_number = n;
-        i
-    };
     let token = || xla::ShapeProto {
         element_type: T::Token as i32,
         ..Default::default()
@@ -34,30 +32,17 @@ pub fn pod_hlo() -> xla::HloProto {
         tuple_shapes: parts,
         ..Default::default()
     };
-    let fused = vec![
-        param(101, "fp0", f32s(&[256, 256]), 0),
-        hlo_instr(102, "mul.f", "multiply", f32s(&[256, 256]), &[101, 101]),
-        hlo_instr(103, "add.f", "add", f32s(&[256, 256]), &[102, 101]),
-    ];
-    let reducer = vec![
-        param(201, "ra", f32s(&[]), 0),
-        param(202, "rb", f32s(&[]), 1),
-        hlo_instr(203, "radd", "add", f32s(&[]), &[201, 202]),
-    ];
-    let mut dot = hlo_instr(3, "dot.1", "dot", f32s(&[256, 256]), &[1, 2]);
-    dot.dot_dimension_numbers = Some(Box::new(DotDimensionNumbers {
-        lhs_contracting_dimensions: vec![1],
-        rhs_contracting_dimensions: vec![0],
-        ..Default::default()
-    }));
+    let fused = hlo_multiply_add_body(100, &f32s(&[256, 256]));
+    let reducer = hlo_sum_reducer(200);
+    let dot = hlo_matmul(3, "dot.1", f32s(&[256, 256]), 1, 2);
     let mut all_reduce = hlo_instr(4, "all-reduce.2", "all-reduce", f32s(&[256, 256]), &[3]);
     all_reduce.called_computation_ids = vec![3];
     let mut fusion = hlo_instr(5, "fusion.3", "fusion", f32s(&[256, 256]), &[4]);
     fusion.fusion_kind = "kLoop".into();
     fusion.called_computation_ids = vec![2];
     let entry = vec![
-        param(1, "p0", f32s(&[256, 512]), 0),
-        param(2, "p1", f32s(&[512, 256]), 1),
+        hlo_param(1, "p0", f32s(&[256, 512]), 0),
+        hlo_param(2, "p1", f32s(&[512, 256]), 1),
         dot,
         all_reduce,
         fusion,
@@ -82,7 +67,7 @@ pub fn pod_hlo() -> xla::HloProto {
         },
     ];
     let callee = vec![
-        param(401, "cp0", f32s(&[256, 256]), 0),
+        hlo_param(401, "cp0", f32s(&[256, 256]), 0),
         hlo_instr(402, "copy.c", "copy", f32s(&[256, 256]), &[401]),
     ];
     hlo_module_proto(
