@@ -1,7 +1,7 @@
 //! A two-host, four-chip TPU run shaped like a JAX capture: host step roots
 //! (`StepTraceAnnotation`: `_r`, `step_num`) launching one program per chip per step
 //! (`DoEnqueueProgram` → `XLA Modules`, joined by `run_id` and `queue_id`), a `Steps` line, and
-//! ops of six categories, a collective and infeed among them, some with a per-memory-space
+//! ops of seven categories (a collective, infeed, outfeed and a call among them), some with a per-memory-space
 //! breakdown of their bytes. The hosts overlap on two of
 //! their three steps, 3 µs apart on the hosts' clocks, so XProf matches them by time, not by
 //! number. XProf 2.24.2's output for this run is what the views' parity tests compare with
