@@ -1,11 +1,11 @@
 //! A two-host, four-chip TPU run shaped like a JAX capture: host step roots
 //! (`StepTraceAnnotation`: `_r`, `step_num`) launching one program per chip per step
 //! (`DoEnqueueProgram` → `XLA Modules`, joined by `run_id` and `queue_id`), a `Steps` line, and
-//! ops of seven categories (a collective, infeed, outfeed and a call among them), some with a per-memory-space
-//! breakdown of their bytes. The hosts overlap on two of
-//! their three steps, 3 µs apart on the hosts' clocks, so XProf matches them by time, not by
-//! number. XProf 2.24.2's output for this run is what the views' parity tests compare with
-//! (`crates/views/tests/data/synthetic-pod/`, made with `../shared/tools/oracle` from
+//! ops of seven categories (a collective, infeed, outfeed and a call among them), some with a
+//! per-memory-space breakdown of their bytes, one a duplicate of another. The hosts overlap on
+//! two of their three steps, 3 µs apart on the hosts' clocks, so XProf matches them by time,
+//! not by number. XProf 2.24.2's output for this run is what the views' parity tests compare
+//! with (`crates/views/tests/data/synthetic-pod/`, made with `../shared/tools/oracle` from
 //! [`write_pod_run`]).
 
 use crate::xprof_proto::xla::{self, PrimitiveType as T};
