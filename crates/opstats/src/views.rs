@@ -1672,9 +1672,11 @@ pub fn op_profile(s: &OpStats, group_by: &str, with_idle: bool) -> Value {
     } else {
         db.total_op_time_ps
     };
+    // XProf names a program whose HLO the capture lacks "main" (`GenerateProgramName`); the
+    // node's `programId` still says which it is.
     let module_name = |pid: u64| match s.program_names.get(&pid) {
         Some(n) => format!("{n}({pid})"),
-        None => pid.to_string(),
+        None => "main".to_string(),
     };
     let op_node = |op: &OpMetrics| op_tree_node(op, total, env, 0);
     // Group ops (no IDLE, no ops named region…, deduplicated by deduplicated_name).

@@ -386,3 +386,27 @@ fn a_device_without_identified_ops_is_no_data_not_zero() {
     assert!(views::op_db(&s).is_none());
     assert!(views::no_op_reason(&s).contains("hlo_op"));
 }
+
+#[test]
+fn a_program_without_its_hlo_is_named_main_like_xprof() {
+    // No `/host:metadata` module for program 42: XProf 2.24.2's op profile names the program
+    // node "main" (checked on this capture with two megacore TensorCores); its id stays.
+    let s = stats(
+        XSpaceBuilder::new()
+            .plane("/device:TPU:0", |p| {
+                tpu_plane(p, Some(core_details(0)), 0, 200)
+            })
+            .plane("/device:TPU:1", |p| {
+                tpu_plane(p, Some(core_details(0)), 100, 200)
+            }),
+    );
+    let root = views::op_profile(&s, "program", true);
+    let program = root["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] != "IDLE")
+        .unwrap();
+    assert_eq!(program["name"], "main");
+    assert_eq!(program["programId"], "42");
+}
