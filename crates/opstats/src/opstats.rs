@@ -385,7 +385,8 @@ pub fn combine(mut hosts: Vec<OpStats>) -> Option<OpStats> {
             .collect(),
     );
     out.run_env.host_count = u32::try_from(out.run_env.hostnames.len()).unwrap_or(u32::MAX);
-    out.run_env.is_training = hosts.iter().any(|h| h.run_env.is_training);
+    // XProf overwrites it with each host's in turn (`CombineRunEnvironment`): the last wins.
+    out.run_env.is_training = hosts.last().is_some_and(|h| h.run_env.is_training);
     out.gpu_kernels_without_hlo = hosts
         .iter()
         .map(|h| h.gpu_kernels_without_hlo)

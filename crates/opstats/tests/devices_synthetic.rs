@@ -410,3 +410,22 @@ fn a_program_without_its_hlo_is_named_main_like_xprof() {
     assert_eq!(program["name"], "main");
     assert_eq!(program["programId"], "42");
 }
+
+#[test]
+fn combined_hosts_are_training_as_the_last_host_is_like_xprof() {
+    // XProf overwrites `is_training` host by host: checked with XProf 2.24.2 on the synthetic
+    // pod beside a training CPU capture listed first ("false").
+    let host = |name: &str, training: bool| {
+        let mut s = stats(
+            XSpaceBuilder::new()
+                .hostname(name)
+                .plane("/device:TPU:0", |p| tpu_plane(p, None, 0, 200)),
+        );
+        s.run_env.is_training = training;
+        s
+    };
+    let first = combine(vec![host("a", true), host("b", false)]).unwrap();
+    assert!(!first.run_env.is_training);
+    let last = combine(vec![host("a", false), host("b", true)]).unwrap();
+    assert!(last.run_env.is_training);
+}
