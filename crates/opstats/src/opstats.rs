@@ -71,6 +71,9 @@ pub struct OpStats {
     pub warnings: Vec<String>,
     /// GPU kernels whose HLO instruction was not found (XProf drops them too).
     pub gpu_kernels_without_hlo: u64,
+    /// The capture has a host threads plane (`/host:CPU`): XProf's host database, and its
+    /// IDLE op, exist only then.
+    pub has_host_plane: bool,
 }
 
 /// SparseCore op databases by offload key (`offload_core_id`, `tc_offload_start_id`).
@@ -283,11 +286,12 @@ pub fn build_with(space: &HostSpace, opts: BuildOptions) -> OpStats {
             .first()
             .map(|p| gpu_model_name(p))
             .unwrap_or_else(|| "GPU".into()),
+        // XProf leaves it empty when the TPU plane does not say.
         HardwareType::Tpu => devices
             .first()
             .and_then(|p| p.stats.str(StatKey::DeviceTypeString))
             .map(str::to_string)
-            .unwrap_or_else(|| hardware_type.as_str().to_string()),
+            .unwrap_or_default(),
     };
     OpStats {
         run_env: RunEnvironment {
@@ -322,6 +326,7 @@ pub fn build_with(space: &HostSpace, opts: BuildOptions) -> OpStats {
         errors: dedup(space.errors.clone()),
         warnings: dedup(space.warnings.clone()),
         gpu_kernels_without_hlo: dropped,
+        has_host_plane: host.is_some(),
     }
 }
 
@@ -387,6 +392,7 @@ pub fn combine(mut hosts: Vec<OpStats>) -> Option<OpStats> {
     out.run_env.host_count = u32::try_from(out.run_env.hostnames.len()).unwrap_or(u32::MAX);
     // XProf overwrites it with each host's in turn (`CombineRunEnvironment`): the last wins.
     out.run_env.is_training = hosts.last().is_some_and(|h| h.run_env.is_training);
+    out.has_host_plane = hosts.iter().any(|h| h.has_host_plane);
     out.gpu_kernels_without_hlo = hosts
         .iter()
         .map(|h| h.gpu_kernels_without_hlo)

@@ -185,6 +185,10 @@ fn hosts_combine_counts_and_intersect_steps() {
     };
     let all = combine(vec![host("a", &[1, 2, 3]), host("b", &[2, 3, 4])]).unwrap();
     assert_eq!(all.run_env.host_count, 2);
+    // Checked with XProf 2.24.2 on this run: no device_type_string stat, no device type; no
+    // host threads plane, no host database (not even its IDLE op).
+    assert_eq!(all.run_env.device_type, "");
+    assert!(!all.has_host_plane);
     assert_eq!(all.run_env.device_core_count, 2);
     assert_eq!(all.run_env.hostnames, ["a", "b"]);
     let f = all
@@ -428,4 +432,17 @@ fn combined_hosts_are_training_as_the_last_host_is_like_xprof() {
     assert!(!first.run_env.is_training);
     let last = combine(vec![host("a", false), host("b", true)]).unwrap();
     assert!(last.run_env.is_training);
+}
+
+#[test]
+fn a_capture_without_host_threads_has_no_host_database() {
+    let with = |host_plane: bool| {
+        let mut b = XSpaceBuilder::new().plane("/device:TPU:0", |p| tpu_plane(p, None, 0, 200));
+        if host_plane {
+            b = b.plane("/host:CPU", |p| p.line("python", |l| l.event("f", 0, 10)));
+        }
+        stats(b).has_host_plane
+    };
+    assert!(with(true));
+    assert!(!with(false));
 }

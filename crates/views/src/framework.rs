@@ -242,10 +242,10 @@ pub fn table_with_kernels(
         host.total_time_ps
     };
     let mut host_cum = 0.0;
-    // XProf's host database always carries its IDLE op (0 when nothing was idle); the engine
-    // leaves it out when the host had no framework ops.
+    // XProf's host database carries its IDLE op (0 when nothing was idle) whenever the capture
+    // has a host threads plane; the engine leaves it out when the host had no framework ops.
     let mut host_ops = host.metrics.clone();
-    if !host_ops.iter().any(OpMetrics::is_idle) {
+    if s.has_host_plane && !host_ops.iter().any(OpMetrics::is_idle) {
         let idle = host.total_time_ps.saturating_sub(host.total_op_time_ps);
         host_ops.push(OpMetrics {
             name: "IDLE".into(),

@@ -1304,3 +1304,22 @@ fn extreme_values_do_not_panic() {
     let space = XSpace::from_bytes(late.encode_to_vec()).unwrap();
     let _ = xprof_views::megascale::megascale_stats(&space);
 }
+
+#[test]
+fn framework_ops_list_a_host_idle_row_only_with_host_threads() {
+    // XProf's host database, IDLE op included, exists only when the capture has a host threads
+    // plane (checked with XProf 2.24.2 on a TPU-only run of two hosts: no Host rows).
+    let host_rows = |b: &XSpaceBuilder| {
+        let (_d, r) = loaded(b);
+        let s = r.op_stats().unwrap();
+        xprof_views::framework::table(&s, false)
+            .records
+            .iter()
+            .filter(|r| r["host_or_device"] == json!("Host"))
+            .count()
+    };
+    assert_eq!(host_rows(&tpu_two_cores()), 0);
+    let with_host =
+        tpu_two_cores().plane("/host:CPU", |p| p.line("python", |l| l.event("f", 0, 10)));
+    assert_eq!(host_rows(&with_host), 1);
+}
