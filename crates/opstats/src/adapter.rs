@@ -213,9 +213,7 @@ pub fn module_info(program_id: u64, m: &HloModuleProto) -> HloModuleInfo {
     for c in &m.computations {
         for i in &c.instructions {
             let md = i.metadata.clone().unwrap_or_default();
-            if md.op_name.contains("transpose(jvp(") || md.op_name.contains("/gradients/") {
-                is_training = true;
-            }
+            is_training |= crate::tfop::is_training_op(&md.op_name, &md.op_type);
             instructions.insert(
                 i.name.clone(),
                 HloInstr {

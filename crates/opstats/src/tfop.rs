@@ -29,7 +29,7 @@ fn is_tf_op_name(s: &str) -> bool {
         Some(c) if c.is_ascii_alphanumeric() || c == '.' => {}
         _ => return false,
     }
-    it.all(|c| c.is_ascii_alphanumeric() || "_./\\>-".contains(c))
+    it.all(|c| c.is_ascii_alphanumeric() || "_./>-".contains(c))
 }
 
 /// `[A-Z_][a-zA-Z0-9_]*`
@@ -57,6 +57,32 @@ fn is_jax_op_type(s: &str) -> bool {
         return false;
     }
     rest.is_none_or(|r| r.ends_with(']'))
+}
+
+/// Whether an HLO instruction's metadata says the program trains (XProf
+/// `ModelTracker::IsTraining`): a TensorFlow op (`op_type` and `op_name` shaped as TF's) under a
+/// `gradients…` or `gradient_tape` name scope, or a JAX op (no `op_type`, or a lowercase one
+/// that the last `/` part of `op_name` contains) with a `transpose(…` name scope, which JAX
+/// writes for the backward pass (`transpose(jvp(…))`; a plain `transpose[permutation=…]` is
+/// not one).
+pub fn is_training_op(op_name: &str, op_type: &str) -> bool {
+    if is_tf_op_type(op_type) && is_tf_op_name(op_name) {
+        let scopes = op_name.rsplit_once('/').map_or("", |(scopes, _)| scopes);
+        return !scopes.is_empty()
+            && scopes.split('/').any(|scope| {
+                scope
+                    .strip_prefix("gradient")
+                    .is_some_and(|rest| rest == "_tape" || rest.starts_with('s'))
+            });
+    }
+    // JAX leaves `op_type` out of most instructions: XProf then reads the name alone.
+    let jax = op_type.is_empty()
+        || (!op_name.is_empty()
+            && is_jax_op_type(op_type)
+            && op_name.rsplit('/').next().unwrap_or("").contains(op_type));
+    jax && op_name
+        .split('/')
+        .any(|scope| scope.starts_with("transpose("))
 }
 
 /// The op type derived from a full op name: last `/` segment without a numeric `_N` suffix.
@@ -154,6 +180,46 @@ mod tests {
             (t.name, t.kind),
             ("jit(matmul_optimized)/pallas_call", "pallas_call")
         );
+    }
+
+    #[test]
+    fn training_ops_are_gradient_scopes_of_tensorflow_and_jax_transposes() {
+        // TensorFlow: a `gradients…` or `gradient_tape` scope, not the op's own name.
+        assert!(is_training_op(
+            "gradient_tape/sequential/dense/MatMul",
+            "MatMul"
+        ));
+        assert!(is_training_op(
+            "model/gradients_2/dense/MatMul_grad/MatMul",
+            "MatMul"
+        ));
+        assert!(!is_training_op("model/gradient_checks/MatMul", "MatMul"));
+        assert!(!is_training_op("model/dense/gradients", "Identity"));
+        assert!(!is_training_op("sequential/dense/MatMul", "MatMul"));
+        // JAX: a `transpose(` scope, and an op type that names the op.
+        assert!(is_training_op(
+            "jit(train_step)/transpose(jvp(mlp))/dot_general",
+            "dot_general"
+        ));
+        assert!(!is_training_op(
+            "jit(f)/transpose[permutation=(1, 0)]",
+            "transpose"
+        ));
+        assert!(!is_training_op(
+            "jit(f)/transpose(jvp(mlp))/dot_general",
+            "add"
+        ));
+        assert!(!is_training_op("", "add"));
+        assert!(is_training_op(
+            "jit(train_step)/transpose(jvp(mlp))/dense_1/reduce_sum",
+            ""
+        ));
+        assert!(!is_training_op(
+            "jit(train_step)/jvp(mlp)/dense_1/dot_general",
+            ""
+        ));
+        // Backslashes are not part of a TensorFlow op name.
+        assert!(!is_training_op("gradients\\x/MatMul", "MatMul"));
     }
 
     #[test]
