@@ -46,6 +46,11 @@ pub enum StatKey {
     ConsumerId,
     CorrelationId,
     IsEager,
+    /// `id` (XProf `kStepId`): a TensorFlow function or session run (tf.data's and
+    /// executors' events).
+    StepId,
+    /// `iter_num`: an iteration of a TensorFlow executor loop.
+    IterNum,
     // Host-executed XLA ops (CPU) and GPU kernels.
     HloOp,
     HloModule,
@@ -119,6 +124,8 @@ impl StatKey {
             "_c" => ConsumerId,
             "correlation_id" => CorrelationId,
             "is_eager" => IsEager,
+            "id" => StepId,
+            "iter_num" => IterNum,
             "hlo_op" => HloOp,
             "hlo_module" => HloModule,
             "device_type_string" => DeviceTypeString,

@@ -9,7 +9,10 @@
 //! * host events that already carry `group_id` stats (captures XProf grouped) —
 //!   [`StepsSource::GroupId`];
 //! * host root events (`_r` stat) grouped with their descendants and flows (`_p`/`_c`) —
-//!   [`StepsSource::HostRoots`].
+//!   [`StepsSource::HostRoots`]; for TensorFlow as XProf does too: an executor leads the
+//!   iterator `GetNext` of its (`id`, `iter_num`), tf.data's function runs are no roots, the
+//!   iterations of an executor loop replace the roots, and a capture with loop ops (`while`,
+//!   `for`) is not grouped.
 //!
 //! On host/GPU captures a step's time is its longest host marker (explicit `train…`/`test…`
 //! names, `step_name` stats, or the group's root); GPU kernels join a step by `group_id` or
@@ -18,7 +21,7 @@
 //! When none exists, [`infer_module_steps`] makes one step per `XLA Modules` execution; that is
 //! our own inference and is reported separately (`steps_inferred`), never as XProf's steps.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use rayon::prelude::*;
 
@@ -125,6 +128,10 @@ pub struct CoreStep {
     pub duration_ps: u64,
     /// Generic components in ps, indexed like [`GENERIC_NAMES`].
     pub generic_ps: [u64; 9],
+    /// Host-to-device time in ps (host-to-device transfers and the device waiting on the
+    /// host), part of the "Input" component: XProf's `host_to_device_ms`, whose share of the
+    /// step time scales the host's input-op times (`GenerateHostResult`). 0 on TPU cores.
+    pub host_to_device_ps: u64,
     /// TPU: self time per HLO category inside the step (`IDLE` = the rest).
     pub category_ps: BTreeMap<String, u64>,
 }
@@ -229,6 +236,100 @@ fn classify_cpu_event(name: &str) -> EventType {
     }
 }
 
+/// What XProf's grouping (`group_events.cc`) makes of a host event by its name (XProf
+/// `HostEventType`, matched exactly).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum HostEventKind {
+    Other,
+    /// `FunctionRun`, `SessionRun`, `RunGraph`: a group rooted here is named without the
+    /// event's name and gets no step marker (XProf `IsImplicitRootEvent`).
+    ImplicitRoot,
+    /// `ExecutorState::Process`: an implicit root, the parent of the iterator `GetNext` of its
+    /// (`step_id`, `iter_num`), and the events of a TensorFlow loop.
+    Executor,
+    /// `IteratorGetNextOp::DoCompute`, `IteratorGetNextAsOptionalOp::DoCompute`.
+    IteratorGetNext,
+    /// `InstantiatedCapturedFunction::Run*`: its `step_id` is tf.data's, and roots with that
+    /// `step_id` are not steps.
+    TfDataFunction,
+    /// `TraceContext`: a root (level 1) without a `_r` stat (legacy TraceMe).
+    TraceContext,
+    /// `WhileOp-EvalCond`, `WhileOp-StartBody`, `ForOp`, `ParallelForOp`, `ForeverOp`:
+    /// XProf does not group a capture holding any (`CheckLoopOp`).
+    LoopOp,
+}
+
+impl HostEventKind {
+    fn of(name: &str) -> Self {
+        match name {
+            "FunctionRun" | "SessionRun" | "RunGraph" => HostEventKind::ImplicitRoot,
+            "ExecutorState::Process" => HostEventKind::Executor,
+            "IteratorGetNextOp::DoCompute" | "IteratorGetNextAsOptionalOp::DoCompute" => {
+                HostEventKind::IteratorGetNext
+            }
+            "InstantiatedCapturedFunction::Run"
+            | "InstantiatedCapturedFunction::RunAsync"
+            | "InstantiatedCapturedFunction::RunInstantiated"
+            | "InstantiatedCapturedFunction::RunWithBorrowedArgs" => HostEventKind::TfDataFunction,
+            "TraceContext" => HostEventKind::TraceContext,
+            "WhileOp-EvalCond" | "WhileOp-StartBody" | "ForOp" | "ParallelForOp" | "ForeverOp" => {
+                HostEventKind::LoopOp
+            }
+            _ => HostEventKind::Other,
+        }
+    }
+    fn is_implicit_root(self) -> bool {
+        matches!(self, HostEventKind::ImplicitRoot | HostEventKind::Executor)
+    }
+}
+
+/// A stat as XProf's `XStatVisitor::IntValue` reads it: an unsigned or floating-point value
+/// reads as 0 (the grouping reads `step_id` and `iter_num` so, except to link an executor to
+/// its iterator `GetNext`).
+fn int_value(e: &crate::model::Event, key: StatKey) -> Option<i64> {
+    match e.stats.get(key)? {
+        crate::model::StatRef::Int(v) => Some(v),
+        _ => Some(0),
+    }
+}
+
+/// The kind of each of the plane's event metadata, by position.
+fn host_event_kinds(plane: &Plane) -> Vec<HostEventKind> {
+    plane
+        .metadata
+        .iter()
+        .map(|m| HostEventKind::of(&m.name))
+        .collect()
+}
+
+/// The kind of an event of the plane.
+fn kind_of(kinds: &[HostEventKind], e: &crate::model::Event) -> HostEventKind {
+    kinds
+        .get(e.metadata as usize)
+        .copied()
+        .unwrap_or(HostEventKind::Other)
+}
+
+/// XProf's name of a group (`EventNode::GetGroupName`): the root's name unless it is an
+/// implicit root, then its `iter_num`, else its `step_num`, else the group id.
+fn group_name(
+    plane: &Plane,
+    kinds: &[HostEventKind],
+    root: &crate::model::Event,
+    gid: i64,
+) -> String {
+    let n = root
+        .stats
+        .i64(StatKey::IterNum)
+        .or_else(|| root.stats.i64(StatKey::StepNum))
+        .unwrap_or(gid);
+    if kind_of(kinds, root).is_implicit_root() {
+        n.to_string()
+    } else {
+        format!("{} {n}", plane.meta(root).name)
+    }
+}
+
 /// In the per-event group tables: the event belongs to no group.
 pub const NO_GROUP: u32 = u32::MAX;
 
@@ -247,8 +348,15 @@ pub struct HostGroups {
 /// Event indices are as stored, ascending.
 #[derive(Default)]
 struct LineScan {
-    /// Events with `_r` > 0.
+    /// Events with `_r` > 0, and `TraceContext`s without `_r`.
     roots: Vec<u32>,
+    /// `ExecutorState::Process` events with a `step_id` and an `iter_num`: (event, step_id,
+    /// iter_num).
+    executors: Vec<(u32, i64, i64)>,
+    /// Iterator `GetNext` events with a `step_id` and an `iter_num`, likewise.
+    get_next: Vec<(u32, i64, i64)>,
+    /// The `step_id`s of tf.data's captured functions.
+    tf_data_steps: Vec<i64>,
     /// Consumers (`_ct`, `_c`) and producers (`_pt`, `_p`).
     consumers: Vec<(Context, u32)>,
     producers: Vec<(Context, u32)>,
@@ -263,16 +371,16 @@ struct LineScan {
 /// follows.
 const SCAN_CHUNK_EVENTS: usize = 1 << 16;
 
-fn scan_line(line: &Line) -> LineScan {
+fn scan_line(line: &Line, kinds: &[HostEventKind]) -> LineScan {
     let n = line.events.len();
     if n <= SCAN_CHUNK_EVENTS {
-        return scan_events(line, 0, n);
+        return scan_events(line, kinds, 0, n);
     }
     let mut parts: Vec<LineScan> = (0..n.div_ceil(SCAN_CHUNK_EVENTS))
         .into_par_iter()
         .map(|k| {
             let from = k * SCAN_CHUNK_EVENTS;
-            scan_events(line, from, (from + SCAN_CHUNK_EVENTS).min(n))
+            scan_events(line, kinds, from, (from + SCAN_CHUNK_EVENTS).min(n))
         })
         .collect();
     // Each part lists its events in ascending order, and the parts follow each other: joined in
@@ -286,6 +394,9 @@ fn scan_line(line: &Line) -> LineScan {
     }
     LineScan {
         roots: joined(&mut parts, |p| &mut p.roots),
+        executors: joined(&mut parts, |p| &mut p.executors),
+        get_next: joined(&mut parts, |p| &mut p.get_next),
+        tf_data_steps: joined(&mut parts, |p| &mut p.tf_data_steps),
         consumers: joined(&mut parts, |p| &mut p.consumers),
         producers: joined(&mut parts, |p| &mut p.producers),
         step_names: joined(&mut parts, |p| &mut p.step_names),
@@ -294,13 +405,36 @@ fn scan_line(line: &Line) -> LineScan {
 }
 
 /// [`scan_line`] over the events `from..to` (indices stay the line's).
-fn scan_events(line: &Line, from: usize, to: usize) -> LineScan {
+fn scan_events(line: &Line, kinds: &[HostEventKind], from: usize, to: usize) -> LineScan {
     let mut s = LineScan::default();
     for (ei, e) in line.events[from..to].iter().enumerate() {
         let ei = (from + ei) as u32;
         let st = &e.stats;
-        if st.i64(StatKey::IsRoot).is_some_and(|v| v > 0) {
-            s.roots.push(ei);
+        let kind = kind_of(kinds, e);
+        match st.i64(StatKey::IsRoot) {
+            Some(level) if level > 0 => s.roots.push(ei),
+            None if kind == HostEventKind::TraceContext => s.roots.push(ei),
+            _ => {}
+        }
+        match kind {
+            HostEventKind::Executor | HostEventKind::IteratorGetNext => {
+                if let (Some(step), Some(iter)) =
+                    (st.i64(StatKey::StepId), st.i64(StatKey::IterNum))
+                {
+                    let list = if kind == HostEventKind::Executor {
+                        &mut s.executors
+                    } else {
+                        &mut s.get_next
+                    };
+                    list.push((ei, step, iter));
+                }
+            }
+            HostEventKind::TfDataFunction => {
+                if let Some(step) = int_value(e, StatKey::StepId) {
+                    s.tf_data_steps.push(step);
+                }
+            }
+            _ => {}
         }
         if let Some(t) = st.u64(StatKey::ConsumerType)
             && let Some(id) = st.u64(StatKey::ConsumerId)
@@ -322,8 +456,12 @@ fn scan_events(line: &Line, from: usize, to: usize) -> LineScan {
     s
 }
 
-fn scan_lines(plane: &Plane) -> Vec<LineScan> {
-    plane.lines.par_iter().map(scan_line).collect()
+fn scan_lines(plane: &Plane, kinds: &[HostEventKind]) -> Vec<LineScan> {
+    plane
+        .lines
+        .par_iter()
+        .map(|l| scan_line(l, kinds))
+        .collect()
 }
 
 /// One line's events in visiting order (start ascending, longer first at the same start, then
@@ -373,6 +511,14 @@ impl<'a> LineOrder<'a> {
             self.pos_of[event as usize]
         }
     }
+    /// The (stored) index of the event at a position.
+    fn event_at(&self, p: usize) -> u32 {
+        if self.order.is_empty() {
+            p as u32
+        } else {
+            self.order[p]
+        }
+    }
     /// The end of the event at a position.
     fn end_at(&self, p: usize) -> i64 {
         let i = if self.order.is_empty() {
@@ -385,26 +531,128 @@ impl<'a> LineOrder<'a> {
 }
 
 pub fn group_host_events(plane: &Plane) -> HostGroups {
-    group_from_roots(plane, &mut scan_lines(plane))
+    let kinds = host_event_kinds(plane);
+    group_from_roots(plane, &kinds, &mut scan_lines(plane, &kinds))
+}
+
+/// An event of the host plane: (line, event) as stored.
+type EventAt = (usize, usize);
+
+/// A TensorFlow loop iteration: its first event, and all of its events.
+type LoopIteration = (EventAt, Vec<EventAt>);
+
+/// A TensorFlow executor loop's iterations (XProf `ProcessTensorFlowLoop`): per `step_id` of
+/// a loop (more than its iteration 0) and `iter_num`, the `ExecutorState::Process` events, the
+/// first (earliest, then in plane order) leading. Iterations in the order of their first
+/// events; tf.data's `step_id`s are not loops.
+fn tf_loop_iterations(
+    plane: &Plane,
+    scans: &[LineScan],
+    tf_data: &HashSet<i64>,
+) -> Vec<LoopIteration> {
+    let mut loops: BTreeMap<i64, BTreeMap<i64, Vec<(usize, usize)>>> = BTreeMap::new();
+    for (li, s) in scans.iter().enumerate() {
+        for &(ei, _, _) in &s.executors {
+            let e = &plane.lines[li].events[ei as usize];
+            let (Some(step), Some(iter)) = (
+                int_value(e, StatKey::StepId),
+                int_value(e, StatKey::IterNum),
+            ) else {
+                continue;
+            };
+            if !tf_data.contains(&step) {
+                let events = loops.entry(step).or_default().entry(iter).or_default();
+                events.push((li, ei as usize));
+            }
+        }
+    }
+    let start = |&(li, ei): &(usize, usize)| plane.lines[li].events[ei].start_ps;
+    let mut iterations: Vec<(i64, LoopIteration)> = Vec::new();
+    for iters in loops.into_values() {
+        if iters.len() == 1 && iters.contains_key(&0) {
+            continue; // a function or session without a loop
+        }
+        for events in iters.into_values() {
+            let mut first = events[0];
+            for e in &events[1..] {
+                if start(e) < start(&first) {
+                    first = *e;
+                }
+            }
+            iterations.push((start(&first), (first, events)));
+        }
+    }
+    iterations.sort_by_key(|x| (x.0, x.1.0));
+    iterations.into_iter().map(|(_, it)| it).collect()
 }
 
 /// Takes the scans' consumers (nothing else reads them).
-fn group_from_roots(plane: &Plane, scans: &mut [LineScan]) -> HostGroups {
-    let mut roots: Vec<(usize, usize)> = scans
+fn group_from_roots(plane: &Plane, kinds: &[HostEventKind], scans: &mut [LineScan]) -> HostGroups {
+    let ungrouped = || HostGroups {
+        event_group: plane
+            .lines
+            .iter()
+            .map(|l| vec![NO_GROUP; l.events.len()])
+            .collect(),
+        roots: Vec::new(),
+    };
+    // XProf does not group a capture with TensorFlow loop ops (`CheckLoopOp`).
+    if kinds.contains(&HostEventKind::LoopOp) {
+        return ungrouped();
+    }
+    let tf_data: HashSet<i64> = scans
         .iter()
-        .enumerate()
-        .flat_map(|(li, s)| s.roots.iter().map(move |&ei| (li, ei as usize)))
+        .flat_map(|s| s.tf_data_steps.iter().copied())
         .collect();
+    let iterations = tf_loop_iterations(plane, scans, &tf_data);
+    // Links besides nesting and flows, by stored (line, event): a loop iteration's first
+    // event leads its other events, and an executor the iterator `GetNext` of its
+    // (`step_id`, `iter_num`) (the last such executor in plane order, as XProf keys them).
+    let mut edges: HashMap<(u32, u32), Vec<(u32, u32)>> = HashMap::new();
+    for ((fl, fe), events) in &iterations {
+        let children = edges.entry((*fl as u32, *fe as u32)).or_default();
+        children.extend(
+            events
+                .iter()
+                .filter(|e| **e != (*fl, *fe))
+                .map(|&(l, e)| (l as u32, e as u32)),
+        );
+    }
+    let mut executor_of: HashMap<(i64, i64), (u32, u32)> = HashMap::new();
+    for (li, s) in scans.iter().enumerate() {
+        for &(ei, step, iter) in &s.executors {
+            executor_of.insert((step, iter), (li as u32, ei));
+        }
+    }
+    if !executor_of.is_empty() {
+        for (li, s) in scans.iter().enumerate() {
+            for &(ei, step, iter) in &s.get_next {
+                if let Some(&parent) = executor_of.get(&(step, iter)) {
+                    edges.entry(parent).or_default().push((li as u32, ei));
+                }
+            }
+        }
+    }
+    // With TensorFlow loops, their iterations are the only roots, each taking a group id
+    // even when an earlier one grouped it already.
+    let loop_roots = !iterations.is_empty();
+    let mut roots: Vec<(usize, usize)> = if loop_roots {
+        iterations.iter().map(|(f, _)| *f).collect()
+    } else {
+        scans
+            .iter()
+            .enumerate()
+            .flat_map(|(li, s)| s.roots.iter().map(move |&ei| (li, ei as usize)))
+            // A root of a tf.data function run is not a step.
+            .filter(|&(li, ei)| {
+                int_value(&plane.lines[li].events[ei], StatKey::StepId)
+                    .is_none_or(|id| !tf_data.contains(&id))
+            })
+            .collect()
+    };
     // Most captures have no roots: skip building the event forest.
     if roots.is_empty() {
-        return HostGroups {
-            event_group: plane
-                .lines
-                .iter()
-                .map(|l| vec![NO_GROUP; l.events.len()])
-                .collect(),
-            roots,
-        };
+        return ungrouped();
     }
     // The flows' links and the lines' visiting orders are independent; on a capture whose
     // events are mostly on one thread each is a large part of the grouping: side by side.
@@ -451,24 +699,26 @@ fn group_from_roots(plane: &Plane, scans: &mut [LineScan]) -> HostGroups {
         })
         .collect();
     // Higher root levels group first; within a level, earlier roots first.
-    let level = |&(li, ei): &(usize, usize)| {
-        plane.lines[li].events[ei]
-            .stats
-            .i64(StatKey::IsRoot)
-            .unwrap_or(1)
-    };
-    let mut keyed: Vec<(std::cmp::Reverse<i64>, i64, (usize, usize))> = roots
-        .iter()
-        .map(|r| {
-            (
-                std::cmp::Reverse(level(r)),
-                plane.lines[r.0].events[r.1].start_ps,
-                *r,
-            )
-        })
-        .collect();
-    keyed.sort_unstable();
-    roots = keyed.into_iter().map(|(_, _, r)| r).collect();
+    if !loop_roots {
+        let level = |&(li, ei): &(usize, usize)| {
+            plane.lines[li].events[ei]
+                .stats
+                .i64(StatKey::IsRoot)
+                .unwrap_or(1)
+        };
+        let mut keyed: Vec<(std::cmp::Reverse<i64>, i64, (usize, usize))> = roots
+            .iter()
+            .map(|r| {
+                (
+                    std::cmp::Reverse(level(r)),
+                    plane.lines[r.0].events[r.1].start_ps,
+                    *r,
+                )
+            })
+            .collect();
+        keyed.sort_unstable();
+        roots = keyed.into_iter().map(|(_, _, r)| r).collect();
+    }
     // Groups by position. A grouped event's whole subtree is grouped (by its group or an
     // earlier one), so claiming a subtree skips grouped subtrees whole; which events a root
     // reaches does not depend on the visiting order.
@@ -482,6 +732,9 @@ fn group_from_roots(plane: &Plane, scans: &mut [LineScan]) -> HostGroups {
     for &(li, ei) in &roots {
         let p = trees[li].pos(ei as u32);
         if gpos[li][p as usize] != NO_GROUP {
+            if loop_roots {
+                kept_roots.push((li, ei)); // a group id, no events
+            }
             continue; // nested in an earlier root's group
         }
         let gid = kept_roots.len() as u32;
@@ -510,6 +763,15 @@ fn group_from_roots(plane: &Plane, scans: &mut [LineScan]) -> HostGroups {
                         let (a, b) = prods[k].1;
                         work.extend(
                             flows.consumers[a as usize..b as usize]
+                                .iter()
+                                .map(|&(cl, ce)| (cl, trees[cl as usize].pos(ce))),
+                        );
+                    }
+                    if !edges.is_empty()
+                        && let Some(children) = edges.get(&(l as u32, tree.event_at(q)))
+                    {
+                        work.extend(
+                            children
                                 .iter()
                                 .map(|&(cl, ce)| (cl, trees[cl as usize].pos(ce))),
                         );
@@ -546,6 +808,21 @@ fn group_from_roots(plane: &Plane, scans: &mut [LineScan]) -> HostGroups {
 /// type wins; uncovered time is `Unknown`.
 pub fn generic_breakdown(spans: &[(EventType, i64, i64)], begin: i64, end: i64) -> [u64; 9] {
     let mut out = [0u64; 9];
+    for (rank, ps) in typed_breakdown(spans, begin, end).into_iter().enumerate() {
+        let g = EventType::ALL[rank].generic();
+        out[g] = out[g].saturating_add(ps);
+    }
+    out
+}
+
+/// [`generic_breakdown`] by [`EventType`], indexed by [`EventType::rank`] (XProf's
+/// `GenericStepBreakdown::type_ps`).
+pub fn typed_breakdown(
+    spans: &[(EventType, i64, i64)],
+    begin: i64,
+    end: i64,
+) -> [u64; EventType::ALL.len()] {
+    let mut out = [0u64; EventType::ALL.len()];
     let mut bounds: Vec<(i64, bool, EventType)> = Vec::with_capacity(spans.len() * 2);
     for &(t, b, e) in spans {
         bounds.push((b, true, t));
@@ -569,13 +846,13 @@ pub fn generic_breakdown(spans: &[(EventType, i64, i64)], begin: i64, end: i64) 
         let (s, e) = (t0.max(begin), w[1].0.min(end));
         if e > s {
             let len = crate::nesting::span_len(s, e);
-            out[top.generic()] = out[top.generic()].saturating_add(len);
+            out[top.rank()] = out[top.rank()].saturating_add(len);
             covered = covered.saturating_add(len);
         }
     }
     let dur = crate::nesting::span_len(begin, end);
     if covered < dur {
-        let u = EventType::Unknown.generic();
+        let u = EventType::Unknown.rank();
         out[u] = out[u].saturating_add(dur - covered);
     }
     out
@@ -628,6 +905,8 @@ struct Grouping {
     roots: Vec<(usize, usize)>,
     source: StepsSource,
     scans: Vec<LineScan>,
+    /// [`host_event_kinds`] of the plane.
+    kinds: Vec<HostEventKind>,
 }
 
 impl Grouping {
@@ -638,7 +917,8 @@ impl Grouping {
 }
 
 fn host_event_groups(plane: &Plane) -> Grouping {
-    let mut scans = scan_lines(plane);
+    let kinds = host_event_kinds(plane);
+    let mut scans = scan_lines(plane, &kinds);
     if scans.iter().any(|s| !s.group_ids.is_empty()) {
         let mut ids: Vec<i64> = scans
             .iter()
@@ -664,9 +944,10 @@ fn host_event_groups(plane: &Plane) -> Grouping {
             roots: Vec::new(),
             source: StepsSource::GroupId,
             scans,
+            kinds,
         };
     }
-    let g = group_from_roots(plane, &mut scans);
+    let g = group_from_roots(plane, &kinds, &mut scans);
     let source = if g.roots.is_empty() {
         StepsSource::None
     } else {
@@ -678,6 +959,7 @@ fn host_event_groups(plane: &Plane) -> Grouping {
         roots: g.roots,
         source,
         scans,
+        kinds,
     }
 }
 
@@ -825,13 +1107,21 @@ fn generic_step(
     if !well_formed || e <= b {
         return None;
     }
+    let typed = typed_breakdown(spans, b, e);
+    let mut generic_ps = [0u64; 9];
+    for (rank, ps) in typed.iter().enumerate() {
+        let g = EventType::ALL[rank].generic();
+        generic_ps[g] = generic_ps[g].saturating_add(*ps);
+    }
     let mut per_core = BTreeMap::new();
     per_core.insert(
         0,
         CoreStep {
             begin_ps: b,
             duration_ps: crate::nesting::span_len(b, e),
-            generic_ps: generic_breakdown(spans, b, e),
+            generic_ps,
+            host_to_device_ps: typed[EventType::HostToDevice.rank()]
+                .saturating_add(typed[EventType::DeviceWaitHost.rank()]),
             category_ps: BTreeMap::new(),
         },
     );
@@ -925,7 +1215,10 @@ fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>, Kernel
                         r += 1;
                     }
                     let named = names.get(n) == Some(&ei);
-                    let root = roots.get(r) == Some(&ei);
+                    // XProf marks the root of a group with its name, unless it is an
+                    // implicit root (a function or session run, an executor).
+                    let root = roots.get(r) == Some(&ei)
+                        && !kind_of(&grouping.kinds, e).is_implicit_root();
                     if class.marker || named || root {
                         out.markers.push((g, ei));
                     } else if class.real_compute && !has_device {
@@ -1001,14 +1294,9 @@ fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>, Kernel
             generic_step(gid, marker, s, has_device, || match *m {
                 Some((_, _, li, ei)) => {
                     let ev = &plane.lines[li].events[ei as usize];
-                    let name = &plane.meta(ev).name;
-                    match (
-                        ev.stats.str(StatKey::StepName),
-                        ev.stats.i64(StatKey::StepNum),
-                    ) {
-                        (Some(s), _) => s.to_string(),
-                        (None, Some(n)) => format!("{name} {n}"),
-                        (None, None) => format!("{name} {gid}"),
+                    match ev.stats.str(StatKey::StepName) {
+                        Some(s) => s.to_string(),
+                        None => group_name(plane, &grouping.kinds, ev, gid),
                     }
                 }
                 None => gid.to_string(),
@@ -1049,12 +1337,12 @@ pub fn host_contexts(host: Option<&Plane>) -> HostContexts {
         .iter()
         .enumerate()
         .map(|(gid, &(li, ei))| {
-            let e = &plane.lines[li].events[ei];
-            let name = &plane.meta(e).name;
-            match e.stats.i64(StatKey::StepNum) {
-                Some(n) => format!("{name} {n}"),
-                None => format!("{name} {gid}"),
-            }
+            group_name(
+                plane,
+                &grouping.kinds,
+                &plane.lines[li].events[ei],
+                gid as i64,
+            )
         })
         .collect();
     // Only producers enter the map; the first producer of a context wins.
@@ -1216,6 +1504,7 @@ fn tpu_steps(
                     begin_ps: b,
                     duration_ps: dur,
                     generic_ps: [0; 9],
+                    host_to_device_ps: 0,
                     category_ps: cats,
                 },
             );
@@ -1413,7 +1702,7 @@ mod tests {
             events,
             ..Default::default()
         };
-        let (chunked, whole) = (scan_line(&line), scan_events(&line, 0, n));
+        let (chunked, whole) = (scan_line(&line, &[]), scan_events(&line, &[], 0, n));
         assert_eq!(chunked.roots, whole.roots);
         assert_eq!(chunked.consumers, whole.consumers);
         assert_eq!(chunked.producers, whole.producers);

@@ -657,6 +657,17 @@ fn tf_serving_batches_are_steps_without_root_stats() {
 /// a runtime thread only through ids XProf's preprocessing turns into flows: `consumer`
 /// [1, 4] µs of each 10 µs step, with the same stats, nests `work` [1.5, 2.5] µs.
 fn runtime_requests(producer: &str, consumer: &str, a: &str, b: &str) -> XSpaceBuilder {
+    runtime_requests_with(producer, consumer, a, b, 99)
+}
+
+/// [`runtime_requests`] with `b`'s value.
+fn runtime_requests_with(
+    producer: &str,
+    consumer: &str,
+    a: &str,
+    b: &str,
+    b_value: i64,
+) -> XSpaceBuilder {
     XSpaceBuilder::new().plane("/host:CPU", |p| {
         p.line_with_id(1, "python", |mut l| {
             for i in 0..8i64 {
@@ -667,7 +678,7 @@ fn runtime_requests(producer: &str, consumer: &str, a: &str, b: &str) -> XSpaceB
                     .stat("step_num", i)
                     .event(producer, t + 100_000, 200_000)
                     .stat(a, 1000 + i)
-                    .stat(b, 99i64);
+                    .stat(b, b_value);
             }
             l
         })
@@ -677,7 +688,7 @@ fn runtime_requests(producer: &str, consumer: &str, a: &str, b: &str) -> XSpaceB
                 l = l
                     .event(consumer, t + 1_000_000, 3_000_000)
                     .stat(a, 1000 + i)
-                    .stat(b, 99i64)
+                    .stat(b, b_value)
                     .event("work", t + 1_500_000, 1_000_000);
             }
             l
@@ -690,24 +701,34 @@ fn runtime_requests_join_the_step_that_queued_them_as_xprofs_preprocessing_links
     // XProf 2.24.2 (`../shared/tools/oracle/runner.py`) on the `PjrtAsyncWait`, `TpuExecuteOp`
     // and unlinked captures: steps `train 1` … `train 6` with 3.2 µs host compute (the
     // producer's 0.2 µs + the request's 3 µs) when the two ends are linked, 0.2 µs when the
-    // consumer is no request. `RunProgramRequest` is another consumer of the same rule.
+    // consumer is no request. `RunProgramRequest` is another consumer of the same rule. The
+    // executors are iteration 0 of their runs: other iterations would be a TensorFlow loop
+    // (see `tensorflow_loop_iterations_replace_the_step_roots`).
     let linked = [
         (
             "EnqueueRequestLocked",
             "PjrtAsyncWait",
             "request_id",
             "queue_addr",
+            99,
         ),
         (
             "EnqueueRequestLocked",
             "RunProgramRequest",
             "request_id",
             "queue_addr",
+            99,
         ),
-        ("ExecutorState::Process", "TpuExecuteOp", "id", "iter_num"),
+        (
+            "ExecutorState::Process",
+            "TpuExecuteOp",
+            "id",
+            "iter_num",
+            0,
+        ),
     ];
-    for (producer, consumer, a, b) in linked {
-        let s = stats(runtime_requests(producer, consumer, a, b));
+    for (producer, consumer, a, b, b_value) in linked {
+        let s = stats(runtime_requests_with(producer, consumer, a, b, b_value));
         assert_eq!(s.steps.complete_steps.len(), 6, "{consumer}");
         for st in &s.steps.complete_steps {
             let g = st.per_core.values().next().unwrap().generic_ps;
@@ -781,4 +802,139 @@ fn tpu_modules_join_the_host_step_that_launched_them_by_run_and_queue_id() {
         .map(|x| x.0)
         .collect();
     assert_eq!(apart, [2, 3, 4]);
+}
+
+/// TensorFlow-shaped: `train` roots holding a nested `FunctionRun` root; tf.data's function
+/// runs (a `FunctionRun` root inside `InstantiatedCapturedFunction::RunAsync`, same `id`); a
+/// stand-alone `FunctionRun` root on a third thread after each step.
+fn tf_shaped() -> XSpaceBuilder {
+    XSpaceBuilder::new().plane("/host:CPU", |p| {
+        p.line_with_id(1, "python", |mut l| {
+            for i in 0..8i64 {
+                let t = i * 10_000_000;
+                l = l
+                    .event("train", t, 6_000_000)
+                    .stat("_r", 1i64)
+                    .stat("step_num", i)
+                    .event("FunctionRun", t + 100_000, 2_000_000)
+                    .stat("_r", 1i64)
+                    .stat("id", 300 + i)
+                    .event("MatMul", t + 200_000, 1_000_000);
+            }
+            l
+        })
+        .line_with_id(2, "tf_data_iterator_resource", |mut l| {
+            for i in 0..8i64 {
+                let t = i * 10_000_000 + 3_000_000;
+                l = l
+                    .event("InstantiatedCapturedFunction::RunAsync", t, 2_000_000)
+                    .stat("id", 500 + i)
+                    .event("FunctionRun", t + 100_000, 1_500_000)
+                    .stat("_r", 1i64)
+                    .stat("id", 500 + i)
+                    .event("Mul", t + 200_000, 1_000_000);
+            }
+            l
+        })
+        .line_with_id(3, "worker", |mut l| {
+            for i in 0..8i64 {
+                let t = i * 10_000_000 + 6_500_000;
+                l = l
+                    .event("FunctionRun", t, 3_000_000)
+                    .stat("_r", 1i64)
+                    .stat("id", 900 + i)
+                    .event("AddV2", t + 100_000, 2_000_000);
+            }
+            l
+        })
+    })
+}
+
+/// `iter(i)`: (id, iter_num) of the executor of step i.
+fn executor_requests(iter: impl Fn(i64) -> (i64, i64), consumer: &str) -> XSpaceBuilder {
+    XSpaceBuilder::new().plane("/host:CPU", |p| {
+        p.line_with_id(1, "python", |mut l| {
+            for i in 0..8i64 {
+                let t = i * 10_000_000;
+                let (a, b) = iter(i);
+                l = l
+                    .event("train", t, 10_000_000)
+                    .stat("_r", 1i64)
+                    .stat("step_num", i)
+                    .event("ExecutorState::Process", t + 100_000, 200_000)
+                    .stat("id", a)
+                    .stat("iter_num", b);
+            }
+            l
+        })
+        .line_with_id(2, "runtime", |mut l| {
+            for i in 0..8i64 {
+                let t = i * 10_000_000;
+                let (a, b) = iter(i);
+                l = l
+                    .event(consumer, t + 1_000_000, 3_000_000)
+                    .stat("id", a)
+                    .stat("iter_num", b)
+                    .event("work", t + 1_500_000, 1_000_000);
+            }
+            l
+        })
+    })
+}
+
+#[test]
+fn tensorflow_function_runs_are_not_steps_of_their_own() {
+    // XProf 2.24.2 (`../shared/tools/oracle/runner.py`) on `tf_shaped`: `train 1` … `train 6`,
+    // 1 µs host compute and 5 µs other each. A `FunctionRun` root nested in a step is part of
+    // it; tf.data's (same `id` as a captured-function run) is not a root; a stand-alone one
+    // is a group without a step marker (an implicit root), so no step.
+    let s = stats(tf_shaped());
+    assert_eq!(s.steps.source, StepsSource::HostRoots);
+    let names: Vec<&str> = s
+        .steps
+        .complete_steps
+        .iter()
+        .map(|x| x.name.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "train 1", "train 2", "train 3", "train 4", "train 5", "train 6"
+        ]
+    );
+    for st in &s.steps.complete_steps {
+        let g = st.per_core.values().next().unwrap().generic_ps;
+        assert_eq!((g[3], g[8]), (1_000_000, 5_000_000), "{}", st.name);
+    }
+}
+
+#[test]
+fn tensorflow_loop_iterations_replace_the_step_roots() {
+    // XProf 2.24.2 on these captures: no steps. Executors of a run past its iteration 0 make
+    // a TensorFlow loop, whose iterations become the only roots; they are implicit roots
+    // (no step marker), and the `train` events are left out of every group. Iteration 0 of
+    // each run is no loop: the `train` roots make the steps.
+    let loops = [
+        executor_requests(|i| (1000 + i, 99), "TpuExecuteOp"),
+        executor_requests(|i| (7, i), "TpuExecuteOp"),
+        executor_requests(|i| (7, i), "IteratorGetNextOp::DoCompute"),
+    ];
+    for b in loops {
+        assert!(stats(b).steps.steps.is_empty());
+    }
+    let runs = stats(executor_requests(|i| (1000 + i, 0), "TpuExecuteOp"));
+    assert_eq!(runs.steps.complete_steps.len(), 6);
+    // A loop op anywhere in the metadata: XProf groups nothing.
+    let with_while = XSpaceBuilder::new().plane("/host:CPU", |p| {
+        p.line_with_id(1, "python", |mut l| {
+            for i in 0..8i64 {
+                l = l
+                    .event("train", i * 1_000_000, 900_000)
+                    .stat("_r", 1i64)
+                    .event("MatMul", i * 1_000_000 + 10, 500_000);
+            }
+            l.event("WhileOp-EvalCond", 9_000_000, 10)
+        })
+    });
+    assert!(stats(with_while).steps.steps.is_empty());
 }

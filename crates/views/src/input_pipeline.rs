@@ -305,6 +305,8 @@ struct GenericStep {
     /// [device compute, d2d, collectives, host compute, kernel launch, input, output, compile,
     /// all others] in ms.
     c: [f64; 9],
+    /// The host-to-device part of the input time, ms.
+    host_to_device_ms: f64,
 }
 
 /// `named`: XProf names a step after its host root only when the steps come from the host;
@@ -323,6 +325,7 @@ fn generic_steps(steps: &[Step], named: bool) -> Vec<GenericStep> {
                 },
                 step_ms: ps_to_ms(cs.duration_ps),
                 c: cs.generic_ps.map(ps_to_ms),
+                host_to_device_ms: ps_to_ms(cs.host_to_device_ps),
             })
         })
         .collect()
@@ -807,9 +810,11 @@ pub fn input_pipeline_with(
         let gs = generic_steps(steps, hw != HardwareType::Gpu);
         let step_times = step_times_ms(steps);
         // Host-to-device share of the step (`RatioOfHostToDeviceTimeToStepTime`, no infeed
-        // enqueue ratio in the engine's host DB).
+        // enqueue ratio in the engine's host DB): transfers and the device waiting on the
+        // host, not the host waiting for input, which the "Input" component also holds.
         let avg_step = summarize(&step_times).average;
-        let avg_h2d = summarize(&gs.iter().map(|x| x.c[5]).collect::<Vec<_>>()).average;
+        let h2d: Vec<f64> = gs.iter().map(|x| x.host_to_device_ms).collect();
+        let avg_h2d = summarize(&h2d).average;
         let ratio = if avg_step > 0.0 {
             safe_div(avg_h2d, avg_step)
         } else {
