@@ -451,13 +451,22 @@ fn combine_steps(hosts: &[OpStats]) -> StepDb {
             }
             c.finish()
         });
+    let steps = merge_aligned(&all).0;
+    // No steps: the first worker's reason, else every host had steps, which do not meet.
+    let no_steps = steps.is_empty().then(|| {
+        workers
+            .iter()
+            .find_map(|(_, s)| s.no_steps)
+            .unwrap_or(crate::steps::NoSteps::HostsDoNotMeet)
+    });
     StepDb {
         source,
         steps_op_db,
-        steps: merge_aligned(&all).0,
+        steps,
         complete_steps,
         empty_intersect,
         kernel_groups: Default::default(),
+        no_steps,
     }
 }
 

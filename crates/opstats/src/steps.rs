@@ -185,6 +185,49 @@ pub struct StepDb {
     /// without a `group_id` stat join the group that launched them, as XProf's grouping
     /// gives them one. Empty elsewhere.
     pub kernel_groups: KernelGroups,
+    /// Why there are no steps (`None` when there are).
+    pub no_steps: Option<NoSteps>,
+}
+
+/// Why XProf finds no steps in a capture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoSteps {
+    /// No `Steps` line, no `group_id` stats, no host root events.
+    NoMarkers,
+    /// The host holds TensorFlow loop ops (`WhileOp-EvalCond`, `ForOp`, …): XProf does not
+    /// group such a capture.
+    LoopOps,
+    /// Groups exist, but none makes a step: a host step needs a step marker (a `train…` /
+    /// `test…` event or a root that is not a function or session run) and host compute in
+    /// its group, a GPU step device compute.
+    NoneQualified,
+    /// Every host of the run has steps, but the stretches they cover do not meet.
+    HostsDoNotMeet,
+    /// The host runs a TensorFlow executor loop: XProf groups by its iterations, which carry
+    /// no step marker.
+    TfLoop,
+}
+
+impl NoSteps {
+    pub fn reason(self) -> &'static str {
+        match self {
+            NoSteps::NoMarkers => {
+                "XProf found no steps: the capture has no Steps line, no group_id stats and no host root events (_r); see steps_inferred where present"
+            }
+            NoSteps::LoopOps => {
+                "XProf found no steps: the capture holds TensorFlow loop ops (WhileOp, ForOp, ParallelForOp, ForeverOp), and XProf does not group the events of such a capture"
+            }
+            NoSteps::HostsDoNotMeet => {
+                "XProf found no steps: every host of the run has steps, but the stretches of time they cover do not meet, and XProf keeps only the steps all hosts cover"
+            }
+            NoSteps::NoneQualified => {
+                "XProf found no steps: its grouping formed groups, but none qualifies (a host step needs a step marker, a train…/test… event or a root that is not a FunctionRun/SessionRun/executor, and host compute in its group; a GPU step needs device compute)"
+            }
+            NoSteps::TfLoop => {
+                "XProf found no steps: the capture runs a TensorFlow executor loop (ExecutorState::Process events of one run with several iter_num, e.g. a tf.while_loop), and XProf then groups the events by the loop's iterations instead of the root events; the iterations carry no step marker"
+            }
+        }
+    }
 }
 
 /// Correlation id of a host kernel launch → the id of its group.
@@ -199,6 +242,7 @@ impl Default for StepDb {
             complete_steps: Vec::new(),
             empty_intersect: false,
             kernel_groups: KernelGroups::new(),
+            no_steps: Some(NoSteps::NoMarkers),
         }
     }
 }
@@ -341,6 +385,8 @@ pub const NO_GROUP: u32 = u32::MAX;
 pub struct HostGroups {
     pub event_group: Vec<Vec<u32>>,
     pub roots: Vec<(usize, usize)>,
+    /// The roots are a TensorFlow executor loop's iterations (see [`tf_loop_iterations`]).
+    pub loop_roots: bool,
 }
 
 /// One line's grouping signals, from a single pass over its events' stats (each pass over
@@ -595,6 +641,7 @@ fn group_from_roots(plane: &Plane, kinds: &[HostEventKind], scans: &mut [LineSca
             .map(|l| vec![NO_GROUP; l.events.len()])
             .collect(),
         roots: Vec::new(),
+        loop_roots: false,
     };
     // XProf does not group a capture with TensorFlow loop ops (`CheckLoopOp`).
     if kinds.contains(&HostEventKind::LoopOp) {
@@ -800,6 +847,7 @@ fn group_from_roots(plane: &Plane, kinds: &[HostEventKind], scans: &mut [LineSca
     HostGroups {
         event_group,
         roots: kept_roots,
+        loop_roots,
     }
 }
 
@@ -907,6 +955,8 @@ struct Grouping {
     scans: Vec<LineScan>,
     /// [`host_event_kinds`] of the plane.
     kinds: Vec<HostEventKind>,
+    /// [`HostGroups::loop_roots`].
+    loop_roots: bool,
 }
 
 impl Grouping {
@@ -945,6 +995,7 @@ fn host_event_groups(plane: &Plane) -> Grouping {
             source: StepsSource::GroupId,
             scans,
             kinds,
+            loop_roots: false,
         };
     }
     let g = group_from_roots(plane, &kinds, &mut scans);
@@ -960,6 +1011,7 @@ fn host_event_groups(plane: &Plane) -> Grouping {
         source,
         scans,
         kinds,
+        loop_roots: g.loop_roots,
     }
 }
 
@@ -1133,16 +1185,21 @@ fn generic_step(
     })
 }
 
+/// [`host_steps`]: where the steps came from, the steps, the GPU kernel groups, and whether
+/// the groups are a TensorFlow loop's iterations.
+type HostSteps = (StepsSource, Vec<Step>, KernelGroups, bool);
+
 /// Host (and GPU) steps: XProf `ConvertHostThreadsXPlaneToStepEvents`,
 /// `ConvertDeviceTraceXLineToStepEvents` (GPU) and `ConvertStepDetailsToStepInfo`.
 /// GPU kernels join a step through their own `group_id`, else through the host kernel launch
 /// with the same `correlation_id`.
-fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>, KernelGroups) {
+fn host_steps(plane: &Plane, gpus: &[&Plane]) -> HostSteps {
     let grouping = host_event_groups(plane);
     let source = grouping.source;
+    let loop_roots = grouping.loop_roots;
     let mut kernel_groups = KernelGroups::new();
     if source == StepsSource::None {
-        return (source, Vec::new(), kernel_groups);
+        return (source, Vec::new(), kernel_groups, loop_roots);
     }
     let groups = &grouping.event_group;
     let num_groups = grouping.ids.len();
@@ -1303,7 +1360,8 @@ fn host_steps(plane: &Plane, gpus: &[&Plane]) -> (StepsSource, Vec<Step>, Kernel
             })
         })
         .collect();
-    (source, steps.into_iter().flatten().collect(), kernel_groups)
+    let steps = steps.into_iter().flatten().collect();
+    (source, steps, kernel_groups, loop_roots)
 }
 
 /// Step id → (begin, end, name) on one core.
@@ -1567,6 +1625,7 @@ pub fn step_db(
         // TPU step lines already exclude incomplete steps.
         return match tpu_steps(tpu, host, !skips_grouping) {
             Some((source, steps, db)) => StepDb {
+                no_steps: steps.is_empty().then_some(NoSteps::NoneQualified),
                 source,
                 steps_op_db: Some(db),
                 complete_steps: steps.clone(),
@@ -1577,17 +1636,32 @@ pub fn step_db(
             None => StepDb::default(),
         };
     }
-    let (source, steps, kernel_groups) = match host.map(|h| host_steps(h, gpus)) {
-        Some((source, steps, kg)) if source != StepsSource::None => (source, steps, kg),
+    let loop_ops = host.is_some_and(|h| host_event_kinds(h).contains(&HostEventKind::LoopOp));
+    let (source, steps, kernel_groups, loop_roots) = match host.map(|h| host_steps(h, gpus)) {
+        Some((source, steps, kg, lr)) if source != StepsSource::None => (source, steps, kg, lr),
         // No host grouping: a GPU capture may still carry its groups on the kernels.
         _ => match gpu_only_steps(gpus) {
-            Some(steps) => (StepsSource::GroupId, steps, KernelGroups::new()),
-            None => return StepDb::default(),
+            Some(steps) => (StepsSource::GroupId, steps, KernelGroups::new(), false),
+            None => {
+                return StepDb {
+                    no_steps: Some(if loop_ops {
+                        NoSteps::LoopOps
+                    } else {
+                        NoSteps::NoMarkers
+                    }),
+                    ..StepDb::default()
+                };
+            }
         },
     };
     if steps.is_empty() {
         return StepDb {
             kernel_groups,
+            no_steps: Some(if loop_roots {
+                NoSteps::TfLoop
+            } else {
+                NoSteps::NoneQualified
+            }),
             ..StepDb::default()
         };
     }
@@ -1603,6 +1677,7 @@ pub fn step_db(
         complete_steps: complete,
         empty_intersect: false,
         kernel_groups,
+        no_steps: None,
     }
 }
 

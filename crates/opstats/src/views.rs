@@ -1135,7 +1135,8 @@ pub fn overview(s: &OpStats) -> Map<String, Value> {
             "steptime_ms_minimum",
             "steptime_ms_maximum",
         ] {
-            null_with(&mut ps, k, reasons::NO_STEPS, None);
+            let why = s.steps.no_steps.map_or(reasons::NO_STEPS, |w| w.reason());
+            null_with(&mut ps, k, why, None);
         }
     } else {
         let ms: Vec<f64> = steps
@@ -1385,6 +1386,10 @@ pub fn steps_summary(s: &OpStats) -> Value {
     m.insert("count".into(), json!(st.steps.len()));
     m.insert("complete_count".into(), json!(st.complete_steps.len()));
     m.insert("steps".into(), Value::Array(list(&st.steps)));
+    if st.steps.is_empty() {
+        let why = st.no_steps.unwrap_or(crate::steps::NoSteps::NoMarkers);
+        m.insert("no_steps_reason".into(), json!(why.reason()));
+    }
     if st.source == StepsSource::None && !s.steps_inferred.is_empty() {
         let ms: Vec<f64> = s.steps_inferred.iter().map(|x| x.1 as f64 / 1e9).collect();
         let (mean, sd) = mean_sd(&ms);

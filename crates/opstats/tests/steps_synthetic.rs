@@ -2,7 +2,7 @@
 //! expected values computed by hand in the comments.
 
 use xprof_opstats::adapter::host_space;
-use xprof_opstats::steps::StepsSource;
+use xprof_opstats::steps::{NoSteps, StepsSource};
 use xprof_opstats::{OpStats, build, views};
 use xprof_testkit::XSpaceBuilder;
 
@@ -920,10 +920,13 @@ fn tensorflow_loop_iterations_replace_the_step_roots() {
         executor_requests(|i| (7, i), "IteratorGetNextOp::DoCompute"),
     ];
     for b in loops {
-        assert!(stats(b).steps.steps.is_empty());
+        let s = stats(b);
+        assert!(s.steps.steps.is_empty());
+        assert_eq!(s.steps.no_steps, Some(NoSteps::TfLoop));
     }
     let runs = stats(executor_requests(|i| (1000 + i, 0), "TpuExecuteOp"));
     assert_eq!(runs.steps.complete_steps.len(), 6);
+    assert_eq!(runs.steps.no_steps, None);
     // A loop op anywhere in the metadata: XProf groups nothing.
     let with_while = XSpaceBuilder::new().plane("/host:CPU", |p| {
         p.line_with_id(1, "python", |mut l| {
@@ -936,5 +939,35 @@ fn tensorflow_loop_iterations_replace_the_step_roots() {
             l.event("WhileOp-EvalCond", 9_000_000, 10)
         })
     });
-    assert!(stats(with_while).steps.steps.is_empty());
+    let s = stats(with_while);
+    assert!(s.steps.steps.is_empty());
+    assert_eq!(s.steps.no_steps, Some(NoSteps::LoopOps));
+}
+
+#[test]
+fn no_steps_say_why() {
+    // Function runs alone are roots without step markers (Keras 3's `model.fit` marks its
+    // batches with `Profiled batch` events that are no roots): XProf 2.24.2 finds no steps in
+    // such a real capture (TensorFlow 2.21, Keras 3.15, TensorBoard's `profile_batch`).
+    let runs = XSpaceBuilder::new().plane("/host:CPU", |p| {
+        p.line_with_id(1, "python", |mut l| {
+            for i in 0..8i64 {
+                l = l
+                    .event("FunctionRun", i * 1_000_000, 900_000)
+                    .stat("_r", 1i64)
+                    .event("MatMul", i * 1_000_000 + 10, 500_000)
+                    .event("Profiled batch", i * 1_000_000 + 600_000, 100_000)
+                    .stat("step_num", i);
+            }
+            l
+        })
+    });
+    let s = stats(runs);
+    assert!(s.steps.steps.is_empty());
+    assert_eq!(s.steps.no_steps, Some(NoSteps::NoneQualified));
+    let bare = XSpaceBuilder::new().plane("/host:CPU", |p| {
+        p.line_with_id(1, "python", |l| l.event("MatMul", 0, 500_000))
+    });
+    assert_eq!(stats(bare).steps.no_steps, Some(NoSteps::NoMarkers));
+    assert_eq!(stats(tf_shaped()).steps.no_steps, None);
 }

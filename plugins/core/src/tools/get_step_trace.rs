@@ -17,8 +17,10 @@ impl Tool for GetStepTrace {
         "The steps XProf's grouping finds — from a device `Steps` line, `group_id` stats, or host \
          `_r` root events with their flows (`steps_source`) — each with begin, duration (exact \
          ps) and breakdown (generic components on CPU/GPU, self time per HLO category on TPU). \
-         Without such markers XProf has no steps: the answer then carries `steps_inferred` (one \
-         step per XLA module execution — our inference, labelled as such)."
+         Without steps the answer says why (`no_steps_reason`: no markers, TensorFlow loop ops \
+         or an executor loop, groups without a step marker) and carries `steps_inferred` where \
+         the capture has XLA modules (one step per module execution — our inference, labelled \
+         as such)."
     }
     fn params(&self) -> Params {
         Params::new()
@@ -27,7 +29,7 @@ impl Tool for GetStepTrace {
             .integer_min("limit", "Maximum steps listed.", Some(100), 1)
     }
     fn output(&self) -> &'static str {
-        "{capture, run, steps_source, count, complete_count, steps: [...], steps_inferred?}"
+        "{capture, run, steps_source, count, complete_count, steps: [...], no_steps_reason?, steps_inferred?}"
     }
     fn examples(&self) -> Vec<Example> {
         vec![
