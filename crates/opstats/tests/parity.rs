@@ -350,7 +350,12 @@ fn mlp_train_steps_follow_xprof_grouping() {
 /// The project's own captures (`fixtures/`) and XProf 2.24.2's outputs for exactly those files.
 fn local(run: &str) -> (OpStats, PathBuf) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
-    let dir = root.join("jax-cpu/logdir/plugins/profile").join(run);
+    let captures = if run.starts_with("tf_") {
+        "tf-cpu"
+    } else {
+        "jax-cpu"
+    };
+    let dir = root.join(captures).join("logdir/plugins/profile").join(run);
     let (space, _) = load_host("host0", &dir.join("host0.xplane.pb"), &[]).unwrap();
     (
         build(&space),
@@ -374,6 +379,34 @@ fn local_mlp_steps_match_xprof_step_by_step() {
 #[test]
 fn local_sharded_steps_match_xprof_step_by_step() {
     steps_match_xprof_step_by_step("sharded");
+}
+
+/// A real TensorFlow custom training loop (`fixtures/gen_tf_fixtures.py`: 7 steps marked
+/// `train`, tf.data's function runs and the step function's `FunctionRun` roots besides).
+#[test]
+fn local_tf_train_loop_steps_match_xprof_step_by_step() {
+    steps_match_xprof_step_by_step("tf_train_loop");
+    let (s, _) = local("tf_train_loop");
+    let names: Vec<&str> = s.steps.steps.iter().map(|x| x.name.as_str()).collect();
+    let want: Vec<String> = (0..7).map(|i| format!("train {i}")).collect();
+    assert_eq!(names, want);
+}
+
+/// A real TensorFlow `tf.while_loop`: its executor loop's iterations replace the step roots,
+/// and XProf finds no steps (its pod viewer and input pipeline list none).
+#[test]
+fn local_tf_while_loop_has_no_steps_as_in_xprof() {
+    let (s, oracle_dir) = local("tf_while_loop");
+    let pod = read_json(oracle_dir.join("pod_viewer.json"));
+    let theirs = pod["podStatsSequence"]["podStatsMap"].as_array();
+    assert!(theirs.is_none_or(|v| v.is_empty()));
+    let ipa = read_json(oracle_dir.join("input_pipeline_analyzer.json"));
+    assert_eq!(ipa[1]["rows"].as_array().map(Vec::len), Some(0));
+    assert!(s.steps.steps.is_empty());
+    assert_eq!(
+        s.steps.no_steps,
+        Some(xprof_opstats::steps::NoSteps::TfLoop)
+    );
 }
 
 /// Our steps beside XProf's pod-viewer steps after checking that they are the same steps (count,

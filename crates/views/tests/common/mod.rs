@@ -77,6 +77,14 @@ pub fn oracle_fixtures() -> Vec<(String, PathBuf, PathBuf)> {
             w.join(format!("oracle/{run}/converters")),
         ));
     }
+    // Real TensorFlow captures (`fixtures/gen_tf_fixtures.py`).
+    for run in ["tf_train_loop", "tf_while_loop"] {
+        v.push((
+            format!("own-{run}"),
+            w.join(format!("tf-cpu/logdir/plugins/profile/{run}")),
+            w.join(format!("oracle/{run}/converters")),
+        ));
+    }
     v
 }
 
