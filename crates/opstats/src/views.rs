@@ -1443,7 +1443,18 @@ pub fn no_op_reason(s: &OpStats) -> String {
             "the {} GPU plane(s) have no kernel events with hlo_op/program_id stats that match the capture's HLO ({} such kernels lacked their HLO module)",
             s.run_env.device_core_count, s.gpu_kernels_without_hlo
         ),
-        HardwareType::CpuOnly => "no device plane, and no /host:CPU thread events with an `hlo_op` stat (XLA ops run by a CPU backend)".into(),
+        HardwareType::CpuOnly => {
+            let base = "no device plane, and no /host:CPU thread events with an `hlo_op` stat (XLA ops run by a CPU backend)";
+            // A TensorFlow capture without XLA: its ops ran in TensorFlow's own executor.
+            let framework_ops = s.host_db.metrics.iter().filter(|m| !m.is_idle()).count();
+            if framework_ops > 0 {
+                format!(
+                    "{base}; the host ran {framework_ops} framework (TensorFlow) ops in its own runtime, not through XLA: see get_framework_op_stats, or compile the step with tf.function(jit_compile=True) for XLA op views"
+                )
+            } else {
+                base.into()
+            }
+        }
     }
 }
 

@@ -129,6 +129,50 @@ pub const DEVICE_TRACE_FLAGS: &[&str] = &[
     "ProfileOptions.device_tracer_level=1",
 ];
 
+/// What makes a TensorFlow CPU program's ops XLA ops, for "no data" answers.
+const TF_XLA_FLAGS: &[&str] = &[
+    "tf.function(jit_compile=True) on the step (XLA ops, run by the CPU backend)",
+    "tf.profiler.experimental.start(logdir) on a TPU or GPU (device tracer on)",
+];
+
+/// The "no data" answer of an XLA op view ([`no_op_reason`]).
+pub fn no_op_data(call: &mut Call, s: &Session, st: &OpStats) -> xprof_plugin_api::ToolOutput {
+    let (reason, flags) = no_op_reason(call, s, st);
+    xprof_plugin_api::ToolOutput::no_data(reason, flags)
+}
+
+/// Why a capture has no XLA op view ([`xprof_opstats::views::no_op_reason`]), and the capture
+/// flags that would give it one. The op views build no host framework ops; only here, with
+/// nothing else to show, are they built on a CPU capture, to point a TensorFlow capture at
+/// its framework ops.
+pub fn no_op_reason(
+    call: &mut Call,
+    s: &Session,
+    st: &OpStats,
+) -> (String, &'static [&'static str]) {
+    use xprof_opstats::opstats::HardwareType;
+    let full;
+    let mut st = st;
+    if st.run_env.hardware_type == HardwareType::CpuOnly && st.host_db.metrics.is_empty() {
+        let opts = xprof_opstats::BuildOptions {
+            steps: false,
+            host_framework_ops: true,
+        };
+        if let Ok((built, _, _)) = op_stats_with(call, s, opts) {
+            full = built;
+            st = &full;
+        }
+    }
+    let tf_ops = st.run_env.hardware_type == HardwareType::CpuOnly
+        && st.host_db.metrics.iter().any(|m| !m.is_idle());
+    let flags = if tf_ops {
+        TF_XLA_FLAGS
+    } else {
+        DEVICE_TRACE_FLAGS
+    };
+    (xprof_opstats::views::no_op_reason(st), flags)
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::{Path, PathBuf};
@@ -278,6 +322,27 @@ mod tests {
         ));
         assert_eq!(k, "usage");
         assert!(!inside.exists());
+    }
+
+    #[test]
+    fn op_views_of_a_tensorflow_capture_without_xla_point_at_its_framework_ops() {
+        let run = testing::workspace_root(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/tf-cpu/logdir/plugins/profile/tf_train_loop");
+        for tool in ["get_top_hlo_ops", "get_hlo_stats", "get_op_profile"] {
+            let r = call(tool, json!({"path": run.display().to_string()})).unwrap();
+            assert_eq!(r["status"], "no_data", "{tool}");
+            let reason = r["reason"].as_str().unwrap();
+            assert!(
+                reason.contains("get_framework_op_stats"),
+                "{tool}: {reason}"
+            );
+            assert!(
+                r["capture_flags"][0]
+                    .as_str()
+                    .unwrap()
+                    .contains("jit_compile=True")
+            );
+        }
     }
 
     #[test]

@@ -1,7 +1,7 @@
 use serde_json::{Map, json};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use crate::common::{DEVICE_TRACE_FLAGS, session, with_capture};
+use crate::common::{session, with_capture};
 
 pub struct GetOpProfile;
 register_tool!(GetOpProfile);
@@ -62,10 +62,7 @@ impl Tool for GetOpProfile {
         let (st, used, warnings) =
             crate::common::op_stats_with(call, &s, xprof_opstats::BuildOptions::OP_DATABASES)?;
         let Some((db, host_executed)) = xprof_opstats::views::op_db(&st) else {
-            return Ok(ToolOutput::no_data(
-                xprof_opstats::views::no_op_reason(&st),
-                DEVICE_TRACE_FLAGS,
-            ));
+            return Ok(crate::common::no_op_data(call, &s, &st));
         };
         let idle = db.idle_op_time_ps();
         let mut body = Map::new();

@@ -83,7 +83,7 @@ impl Tool for GetProfileSummary {
                 body.insert("idle_time_ps".into(), json!(db.idle_op_time_ps()));
             }
             None => {
-                let reason = xprof_opstats::views::no_op_reason(&st);
+                let (reason, _) = crate::common::no_op_reason(call, &s, &st);
                 let _ = writeln!(text, "No XLA op events: {reason}.");
                 body.insert("no_data_reason".into(), json!(reason));
             }

@@ -1,7 +1,7 @@
 use serde_json::{Map, Value, json};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use crate::common::{DEVICE_TRACE_FLAGS, session, with_capture};
+use crate::common::{session, with_capture};
 
 pub struct GetTopHloOps;
 register_tool!(GetTopHloOps);
@@ -120,10 +120,7 @@ impl Tool for GetTopHloOps {
         let (st, used, warnings) =
             crate::common::op_stats_with(call, &s, xprof_opstats::BuildOptions::OP_DATABASES)?;
         let Some((db, host_executed)) = xprof_opstats::views::op_db(&st) else {
-            return Ok(ToolOutput::no_data(
-                xprof_opstats::views::no_op_reason(&st),
-                DEVICE_TRACE_FLAGS,
-            ));
+            return Ok(crate::common::no_op_data(call, &s, &st));
         };
         let rows = xprof_opstats::views::hlo_stats_of(&st, db);
         let flops_of = |r: &Map<String, Value>| {
