@@ -844,6 +844,12 @@ thread_local! {
     static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
 }
 
+/// Invokes in progress in this process, and the last panic of a thread that is not an
+/// invoke's own (a tool's worker thread, e.g. rayon's, whose panic reaches the invoke as a
+/// payload without its message or place).
+static INVOKES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static LAST_WORKER_PANIC: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
 /// Panics inside a tool are reported as one JSON error, so the default hook's message and
 /// backtrace must not reach stderr. Outside an invoke (e.g. a failing unit test) the previous
 /// hook still runs.
@@ -852,7 +858,7 @@ fn install_quiet_panic_hook() {
     ONCE.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if IN_INVOKE.with(|f| f.get()) {
+            let describe = || {
                 let msg = if let Some(s) = info.payload().downcast_ref::<&str>() {
                     (*s).to_string()
                 } else if let Some(s) = info.payload().downcast_ref::<String>() {
@@ -864,7 +870,14 @@ fn install_quiet_panic_hook() {
                     .location()
                     .map(|l| format!(" at {}:{}", l.file(), l.line()))
                     .unwrap_or_default();
-                LAST_PANIC.with(|p| *p.borrow_mut() = Some(format!("{msg}{loc}")));
+                format!("{msg}{loc}")
+            };
+            if IN_INVOKE.with(|f| f.get()) {
+                LAST_PANIC.with(|p| *p.borrow_mut() = Some(describe()));
+            } else if INVOKES.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+                // Most likely a worker thread of the running tool; its invoke reports it.
+                let mut last = LAST_WORKER_PANIC.lock().unwrap_or_else(|e| e.into_inner());
+                *last = Some(describe());
             } else {
                 previous(info);
             }
@@ -1005,6 +1018,7 @@ pub fn invoke_tool(
     let mut call = Call::new(args, ctx);
 
     let was_in_invoke = IN_INVOKE.with(|f| f.replace(true));
+    INVOKES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         // A failpoint for the tests that a panic inside a real plugin artifact is caught and
         // reported (first-party artifacts link their unwinder statically: crate
@@ -1016,6 +1030,7 @@ pub fn invoke_tool(
         tool.run(&mut call)
     }));
     IN_INVOKE.with(|f| f.set(was_in_invoke));
+    INVOKES.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
 
     match outcome {
         Ok(Ok(output)) => Ok(Invoked {
@@ -1026,6 +1041,10 @@ pub fn invoke_tool(
         Err(_) => {
             let msg = LAST_PANIC
                 .with(|p| p.borrow_mut().take())
+                .or_else(|| {
+                    let mut last = LAST_WORKER_PANIC.lock().unwrap_or_else(|e| e.into_inner());
+                    last.take().map(|m| format!("{m} (on a worker thread)"))
+                })
                 .unwrap_or_else(|| "unknown panic".into());
             Err(ToolError::internal(format!("tool `{name}` panicked: {msg}")).with_hint(
                 "this is a bug in the plugin; please report it with the command that triggered it",

@@ -108,7 +108,10 @@ fn framework_line_db(line: &Line, named: &[Option<(String, String)>]) -> Option<
             top.2 = top.2.saturating_add(dur);
         }
     }
-    let total = (acts.last().map_or(0, |a| a.ts) - acts.first().map_or(0, |a| a.ts)).max(0) as u64;
+    let total = crate::nesting::span_len(
+        acts.first().map_or(0, |a| a.ts),
+        acts.last().map_or(0, |a| a.ts),
+    );
     Some(b.finish(total, true))
 }
 

@@ -46,7 +46,7 @@ pub fn nest(spans: &mut [Span], mut emit: impl FnMut(usize, u64, u64, usize)) {
             emit(t.index, t.dur.max(0) as u64, c, stack.len());
         }
         if let Some((_, c)) = stack.last_mut() {
-            *c += s.dur.max(0) as u64;
+            *c = c.saturating_add(s.dur.max(0) as u64);
         }
         stack.push((*s, 0));
     }

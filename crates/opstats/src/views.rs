@@ -851,8 +851,8 @@ pub fn framework_op_db(device: &OpMetricsDb, with_idle: bool) -> OpMetricsDb {
         op.occurrences = op.occurrences.max(m.occurrences);
         op.time_ps = op.time_ps.saturating_add(m.time_ps);
         op.self_time_ps = op.self_time_ps.saturating_add(m.self_time_ps);
-        op.flops += m.flops;
-        op.model_flops += m.model_flops;
+        op.flops = op.flops.saturating_add(m.flops);
+        op.model_flops = op.model_flops.saturating_add(m.model_flops);
         op.bytes_accessed = op.bytes_accessed.saturating_add(m.bytes_accessed);
         op.core_type = m.core_type;
     }
@@ -1648,8 +1648,8 @@ fn update_node(dst: &mut OpMetrics, src: &OpMetrics) {
         .normalized_time_ps
         .saturating_add(src.normalized_time_ps);
     if src.time_ps <= src.self_time_ps {
-        dst.flops += src.flops;
-        dst.model_flops += src.model_flops;
+        dst.flops = dst.flops.saturating_add(src.flops);
+        dst.model_flops = dst.model_flops.saturating_add(src.model_flops);
         dst.bytes_accessed = dst.bytes_accessed.saturating_add(src.bytes_accessed);
         dst.event_flops = dst.event_flops.saturating_add(src.event_flops);
         dst.add_memory_accessed(&src.memory_accessed);
@@ -1661,8 +1661,8 @@ fn sum_into(dst: &mut OpMetrics, src: &OpMetrics) {
     dst.add_memory_accessed(&src.memory_accessed);
     dst.time_ps = dst.time_ps.saturating_add(src.time_ps);
     dst.self_time_ps = dst.self_time_ps.saturating_add(src.self_time_ps);
-    dst.flops += src.flops;
-    dst.model_flops += src.model_flops;
+    dst.flops = dst.flops.saturating_add(src.flops);
+    dst.model_flops = dst.model_flops.saturating_add(src.model_flops);
     dst.bytes_accessed = dst.bytes_accessed.saturating_add(src.bytes_accessed);
     dst.occurrences = dst.occurrences.saturating_add(src.occurrences);
     dst.normalized_time_ps = dst

@@ -95,15 +95,15 @@ pub fn device_framework_ops(device: &OpMetricsDb, with_idle: bool) -> Vec<Framew
         let t = &mut op.metrics;
         t.is_eager = m.is_eager;
         t.occurrences = t.occurrences.max(m.occurrences);
-        t.time_ps += m.time_ps;
-        t.self_time_ps += m.self_time_ps;
-        t.flops += m.flops;
-        t.model_flops += m.model_flops;
-        t.bytes_accessed += m.bytes_accessed;
+        t.time_ps = t.time_ps.saturating_add(m.time_ps);
+        t.self_time_ps = t.self_time_ps.saturating_add(m.self_time_ps);
+        t.flops = t.flops.saturating_add(m.flops);
+        t.model_flops = t.model_flops.saturating_add(m.model_flops);
+        t.bytes_accessed = t.bytes_accessed.saturating_add(m.bytes_accessed);
         t.core_type = m.core_type;
         if xprof_opstats::views::is_flops_placeholder(m) && m.event_flops > 0 {
             op.has_flops_placeholder = true;
-            op.placeholder_event_flops += m.event_flops;
+            op.placeholder_event_flops = op.placeholder_event_flops.saturating_add(m.event_flops);
         }
     }
     ops
@@ -220,7 +220,12 @@ pub fn table_with_kernels(
             }
         }
         if op.has_flops_placeholder {
-            let (measured, ..) = roofline(m, m.flops + op.placeholder_event_flops, perf, hw);
+            let (measured, ..) = roofline(
+                m,
+                m.flops.saturating_add(op.placeholder_event_flops),
+                perf,
+                hw,
+            );
             placeholder(
                 &mut r,
                 "measured_flop_rate",
@@ -229,7 +234,7 @@ pub fn table_with_kernels(
             );
             r.insert(
                 "flops_measured".into(),
-                json!(m.flops + op.placeholder_event_flops),
+                json!(m.flops.saturating_add(op.placeholder_event_flops)),
             );
         }
         t.records.push(r);

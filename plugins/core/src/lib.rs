@@ -5,6 +5,9 @@
 mod common;
 mod tools;
 
+#[cfg(test)]
+mod mutants;
+
 xprof_plugin_api::export_plugin!(name: "core", capabilities: ["xspace"]);
 
 #[cfg(test)]

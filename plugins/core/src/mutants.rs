@@ -1,0 +1,175 @@
+//! Every capture tool on captures that are well-formed protobuf but say odd things: real
+//! captures with events, stats and metadata changed at random (negative and huge durations and
+//! offsets, missing metadata, a stat of another type than usual, a line's clock far away, ...).
+//! The reader validates the wire format only, so such captures reach the engine; a tool may
+//! answer or report a usage/value error, but never panic (an internal error).
+
+use std::path::PathBuf;
+
+use serde_json::json;
+use xprof_plugin_api::sdk::{ErrorKind, invoke_json, testing};
+use xprof_proto::prost::Message;
+use xprof_proto::xplane::{XSpace, XStat, x_event, x_stat};
+
+const KRATE: &str = env!("CARGO_CRATE_NAME");
+
+/// A small deterministic generator (the tests must give the same mutants every run).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 11
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+    fn odd_i64(&mut self) -> i64 {
+        [
+            0,
+            -1,
+            i64::MIN,
+            i64::MAX,
+            i64::MAX / 2,
+            -(self.next() as i64),
+            self.next() as i64,
+            1 << 40,
+        ][self.below(8)]
+    }
+}
+
+/// One random change to the space.
+fn mutate(space: &mut XSpace, r: &mut Lcg) {
+    let np = space.planes.len();
+    let plane = &mut space.planes[r.below(np)];
+    let kind = r.below(10);
+    if kind == 9 {
+        // A plane's metadata entry dropped (events keep pointing at it).
+        let keys: Vec<i64> = plane.event_metadata.keys().copied().collect();
+        if !keys.is_empty() {
+            plane.event_metadata.remove(&keys[r.below(keys.len())]);
+        }
+        return;
+    }
+    let nl = plane.lines.len();
+    if nl == 0 {
+        return;
+    }
+    let stat_ids: Vec<i64> = plane.stat_metadata.keys().copied().collect();
+    let line = &mut plane.lines[r.below(nl)];
+    if kind == 8 {
+        line.timestamp_ns = r.odd_i64();
+        return;
+    }
+    let ne = line.events.len();
+    if ne == 0 {
+        return;
+    }
+    let e = &mut line.events[r.below(ne)];
+    match kind {
+        0 | 1 => e.duration_ps = r.odd_i64(),
+        2 => e.data = Some(x_event::Data::OffsetPs(r.odd_i64())),
+        3 => e.data = Some(x_event::Data::NumOccurrences(r.odd_i64())),
+        4 => e.metadata_id = r.odd_i64(),
+        5 => {
+            // A stat's value swapped for another type.
+            if !e.stats.is_empty() {
+                let k = r.below(e.stats.len());
+                e.stats[k].value = Some(match r.below(5) {
+                    0 => x_stat::Value::StrValue("not a number".into()),
+                    1 => x_stat::Value::DoubleValue(f64::NAN),
+                    2 => x_stat::Value::Uint64Value(u64::MAX),
+                    3 => x_stat::Value::RefValue(r.next()),
+                    _ => x_stat::Value::BytesValue(vec![0xff, 0, 1]),
+                });
+            }
+        }
+        6 => {
+            // A stat of the plane's kinds added with an odd value.
+            if !stat_ids.is_empty() {
+                e.stats.push(XStat {
+                    metadata_id: stat_ids[r.below(stat_ids.len())],
+                    value: Some(x_stat::Value::Int64Value(r.odd_i64())),
+                });
+            }
+        }
+        _ => {
+            // Events of the line in reverse order.
+            line.events.reverse();
+        }
+    }
+}
+
+fn fixture(rel: &str) -> PathBuf {
+    testing::workspace_root(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+/// The captures to mutate: the project's own (JAX and TensorFlow on CPU), the synthetic TPU
+/// pod host and GPU host, and the shared corpus's real TPU capture when it is there.
+fn originals() -> Vec<(String, XSpace)> {
+    let mut v = Vec::new();
+    for rel in [
+        "fixtures/jax-cpu/logdir/plugins/profile/mlp_steps/host0.xplane.pb",
+        "fixtures/jax-cpu/logdir/plugins/profile/sharded/host0.xplane.pb",
+        "fixtures/tf-cpu/logdir/plugins/profile/tf_train_loop/host0.xplane.pb",
+    ] {
+        let bytes = std::fs::read(fixture(rel)).unwrap();
+        v.push((rel.to_string(), XSpace::decode(bytes.as_slice()).unwrap()));
+    }
+    v.push((
+        "pod host".into(),
+        xprof_testkit::pod::pod_host(0, &[5, 6, 7]).build(),
+    ));
+    v.push(("gpu host".into(), xprof_testkit::gpu::gpu_host().build()));
+    if let Some(c) = testing::corpus(env!("CARGO_MANIFEST_DIR")) {
+        let seed = c.join("fixtures/seed-v6e/logdir/plugins/profile/testrun/host0.xplane.pb");
+        let bytes = std::fs::read(seed).unwrap();
+        v.push(("seed-v6e".into(), XSpace::decode(bytes.as_slice()).unwrap()));
+    }
+    v
+}
+
+#[test]
+fn no_tool_panics_on_semantically_odd_captures() {
+    const MUTANTS: u64 = 16;
+    let tools: Vec<&str> = xprof_plugin_api::sdk::tools(KRATE)
+        .iter()
+        .map(|t| t.name())
+        .filter(|n| !matches!(*n, "list_runs" | "get_xspace_proto"))
+        .collect();
+    assert!(tools.len() > 20, "{tools:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    let mut answered = 0;
+    let originals = originals();
+    for (ci, (name, original)) in originals.iter().enumerate() {
+        for m in 0..MUTANTS {
+            let mut r = Lcg(0x9e37_79b9 ^ (ci as u64) << 32 ^ m);
+            let mut space = original.clone();
+            // From one change to hundreds.
+            for _ in 0..(1 + m * m * 3) {
+                mutate(&mut space, &mut r);
+            }
+            let run = dir.path().join(format!("c{ci}m{m}"));
+            std::fs::create_dir_all(&run).unwrap();
+            std::fs::write(run.join("host0.xplane.pb"), space.encode_to_vec()).unwrap();
+            for tool in &tools {
+                let args = json!({"path": run.display().to_string()});
+                match invoke_json(KRATE, tool, &args.to_string(), "{}") {
+                    Ok(_) => answered += 1,
+                    Err(e) if e.kind == ErrorKind::Internal => {
+                        failures.push(format!("{tool} on {name} mutant {m}: {}", e.message))
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // Most calls answer: the mutants exercise the views, not only the argument checks.
+    let calls = originals.len() * MUTANTS as usize * tools.len();
+    assert!(answered > calls / 2, "{answered} of {calls} answered");
+}
