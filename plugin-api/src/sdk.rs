@@ -1290,6 +1290,42 @@ mod tests {
         );
     }
 
+    /// A tool whose worker thread panics, the panic handed to the tool's thread as rayon
+    /// hands it (`resume_unwind`: the hook does not run again there).
+    struct WorkerPanics;
+    impl Tool for WorkerPanics {
+        fn name(&self) -> &'static str {
+            "worker_panics"
+        }
+        fn summary(&self) -> &'static str {
+            ""
+        }
+        fn doc(&self) -> &'static str {
+            ""
+        }
+        fn params(&self) -> Params {
+            Params::new()
+        }
+        fn run(&self, _call: &mut Call) -> Result<ToolOutput, ToolError> {
+            let joined = std::thread::spawn(|| -> u32 { panic!("boom in a worker") }).join();
+            match joined {
+                Ok(_) => Ok(json!({}).into()),
+                Err(payload) => std::panic::resume_unwind(payload),
+            }
+        }
+    }
+    crate::register_tool!(WorkerPanics);
+
+    #[test]
+    fn a_worker_threads_panic_is_reported_with_its_message_and_place() {
+        let e = invoke_tool(env!("CARGO_CRATE_NAME"), "worker_panics", "{}", "{}")
+            .err()
+            .expect("a panic is an error");
+        assert_eq!(e.kind, ErrorKind::Internal);
+        assert!(e.message.contains("boom in a worker"), "{}", e.message);
+        assert!(e.message.contains("sdk.rs:"), "{}", e.message);
+    }
+
     struct T;
     impl Tool for T {
         fn name(&self) -> &'static str {
