@@ -82,6 +82,7 @@
 #![warn(missing_docs)]
 
 pub mod bench_inputs;
+pub mod damage;
 pub mod gpu;
 pub mod pod;
 

@@ -10,36 +10,9 @@ use serde_json::json;
 use xprof_plugin_api::sdk::{ErrorKind, invoke_json, testing};
 use xprof_proto::prost::Message;
 use xprof_proto::xplane::{XSpace, XStat, x_event, x_stat};
+use xprof_testkit::damage::Lcg;
 
 const KRATE: &str = env!("CARGO_CRATE_NAME");
-
-/// A small deterministic generator (the tests must give the same mutants every run).
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.0 >> 11
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-    fn odd_i64(&mut self) -> i64 {
-        [
-            0,
-            -1,
-            i64::MIN,
-            i64::MAX,
-            i64::MAX / 2,
-            -(self.next() as i64),
-            self.next() as i64,
-            1 << 40,
-        ][self.below(8)]
-    }
-}
 
 /// One random change to the space.
 fn mutate(space: &mut XSpace, r: &mut Lcg) {
@@ -82,7 +55,7 @@ fn mutate(space: &mut XSpace, r: &mut Lcg) {
                     0 => x_stat::Value::StrValue("not a number".into()),
                     1 => x_stat::Value::DoubleValue(f64::NAN),
                     2 => x_stat::Value::Uint64Value(u64::MAX),
-                    3 => x_stat::Value::RefValue(r.next()),
+                    3 => x_stat::Value::RefValue(r.draw()),
                     _ => x_stat::Value::BytesValue(vec![0xff, 0, 1]),
                 });
             }
@@ -171,5 +144,61 @@ fn no_tool_panics_on_semantically_odd_captures() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     // Most calls answer: the mutants exercise the views, not only the argument checks.
     let calls = originals.len() * MUTANTS as usize * tools.len();
+    assert!(answered > calls / 2, "{answered} of {calls} answered");
+}
+
+/// The corpus's TPU capture beside a damaged copy of its module's `*.hlo_proto.pb` (the op
+/// views, the memory viewer and the cost model read it).
+#[test]
+fn no_tool_panics_on_a_capture_with_a_damaged_module() {
+    use xprof_testkit::damage::damage_hlo;
+    const MUTANTS: u64 = 16;
+    let Some(c) = testing::corpus(env!("CARGO_MANIFEST_DIR")) else {
+        return;
+    };
+    let src = c.join("fixtures/seed-v6e/logdir/plugins/profile/testrun");
+    let xplane = std::fs::read(src.join("host0.xplane.pb")).unwrap();
+    let (file, original) = std::fs::read_dir(&src)
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().ends_with(".hlo_proto.pb"))
+        .map(|e| {
+            let bytes = std::fs::read(e.path()).unwrap();
+            (
+                e.file_name(),
+                xprof_proto::decode_hlo_proto(&bytes).unwrap(),
+            )
+        })
+        .unwrap();
+    let tools: Vec<&str> = xprof_plugin_api::sdk::tools(KRATE)
+        .iter()
+        .map(|t| t.name())
+        .filter(|n| !matches!(*n, "list_runs" | "get_xspace_proto"))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut failures, mut answered, mut calls) = (Vec::new(), 0, 0);
+    for m in 0..MUTANTS {
+        let mut r = Lcg(0xbad_0000 ^ m);
+        let mut hlo = original.clone();
+        for _ in 0..(1 + m * m) {
+            damage_hlo(&mut hlo, &mut r);
+        }
+        let run = dir.path().join(format!("m{m}"));
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::write(run.join("host0.xplane.pb"), &xplane).unwrap();
+        std::fs::write(run.join(&file), hlo.encode_to_vec()).unwrap();
+        for tool in &tools {
+            calls += 1;
+            let args = json!({"path": run.display().to_string()});
+            match invoke_json(KRATE, tool, &args.to_string(), "{}") {
+                Ok(_) => answered += 1,
+                Err(e) if e.kind == ErrorKind::Internal => {
+                    failures.push(format!("{tool} on mutant {m}: {}", e.message))
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(answered > calls / 2, "{answered} of {calls} answered");
 }

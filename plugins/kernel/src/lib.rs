@@ -9,3 +9,6 @@ xprof_plugin_api::export_plugin!(name: "kernel", capabilities: ["dump", "xspace"
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod mutants;
