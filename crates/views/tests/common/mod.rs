@@ -70,7 +70,7 @@ pub fn oracle_fixtures() -> Vec<(String, PathBuf, PathBuf)> {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/two-cpu-hosts"),
     ));
     let w = workspace_root().join("fixtures");
-    for run in ["matmul", "mlp_steps", "sharded", "threaded"] {
+    for run in ["matmul", "mlp_steps", "sharded", "threaded", "two_process"] {
         v.push((
             format!("own-{run}"),
             w.join(format!("jax-cpu/logdir/plugins/profile/{run}")),
@@ -238,8 +238,10 @@ pub fn input_pipeline_quirk(ours: &Table, theirs: &Value) -> Except {
             "host_compute_time_ms_sdv",
             "other_time_ms_avg",
             "other_time_ms_sdv",
-            // The share of "All others" in the step time, quoted in the conclusion.
+            // The share of "All others" in the step time, quoted in the conclusion, and the
+            // next step the conclusion leads to.
             "input_conclusion",
+            "summary_nextstep",
         ];
     }
     except
