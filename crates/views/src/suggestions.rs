@@ -440,9 +440,16 @@ fn insert_or_reason(m: &mut Map<String, Value>, key: &str, value: Option<f64>, r
 pub fn host_boundness(s: &OpStats, ip: &InputPipeline, ici_percent: Option<(f64, f64)>) -> Value {
     let b = &ip.bottleneck;
     if b.steps == 0 || b.step_time_ms_avg == 0.0 {
+        let why = match s.steps.no_steps {
+            Some(w) if s.steps.steps.is_empty() => format!(
+                "{}; so there is no step time to judge host boundness by.",
+                w.reason()
+            ),
+            _ => "The capture has no step time XProf recognises, so there is nothing to judge host boundness by.".to_string(),
+        };
         return json!({
             "status": "INSUFFICIENT_DATA",
-            "reasons": ["The capture has no step markers XProf recognises (no Steps line, group_id stats or host step roots), so there is no step time to judge host boundness by."],
+            "reasons": [why],
             "recommendations": ["Capture with step annotations (jax.profiler.StepTraceAnnotation / tf.profiler.experimental.Trace with step_num) over several steps."],
         });
     }
@@ -560,6 +567,17 @@ pub fn host_boundness(s: &OpStats, ip: &InputPipeline, ici_percent: Option<(f64,
         ];
         r.extend(failed);
         ("NOT_HOST_BOUND", r, vec![])
+    } else if !device {
+        let mut r = vec!["Host boundness does not apply to a CPU-only capture: no accelerator waits on the host, which does all the work:".to_string()];
+        r.extend(passed);
+        r.extend(reasons_missing.clone());
+        (
+            "UNKNOWN",
+            r,
+            vec![
+                "See get_input_pipeline for the split of the host's step time (input, host compute, all others) and get_framework_op_stats / get_top_hlo_ops for its ops.",
+            ],
+        )
     } else if !reasons_missing.is_empty() {
         let mut r = vec!["Host boundness cannot be decided: the conditions that could be checked hold, but some signals are missing:".to_string()];
         r.extend(passed);
