@@ -12,6 +12,22 @@ pub fn hlo_error(e: HloError) -> ToolError {
     xprof_plugin_support::lib_error(e.kind(), &e, e.hint())
 }
 
+/// A module from a capture (an `HloProto`) is read by printing it as XLA prints it and
+/// parsing that text: when the text does not parse back, the proto itself is inconsistent (an
+/// operand or callee id that no instruction or computation has, say), and the position in text
+/// the user never saw would not help.
+pub fn proto_module_error(module: &str, e: HloError) -> ToolError {
+    let mut t = hlo_error(e);
+    t.message = format!(
+        "module `{module}`: its HLO proto is inconsistent and cannot be analysed (printed as HLO text, it does not parse back: {})",
+        t.message
+    );
+    t.hint = Some(
+        "the module in the capture (or its *.hlo_proto.pb) is damaged or was written by a tool that left ids dangling; re-capture, or read it with get_hlo_module_content".into(),
+    );
+    t
+}
+
 /// The `dump_dir` parameter every dump tool takes.
 pub fn dump_dir_param(p: Params) -> Params {
     p.path(

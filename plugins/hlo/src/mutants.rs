@@ -144,3 +144,39 @@ fn no_hlo_tool_panics_on_damaged_modules() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(answered > calls / 2, "{answered} of {calls} answered");
 }
+
+#[test]
+fn a_module_with_a_dangling_operand_is_reported_as_an_inconsistent_proto() {
+    use xprof_proto::prost::Message;
+    let mut hlo = xprof_testkit::pod::pod_hlo();
+    let module = hlo.hlo_module.as_ref().unwrap().name.clone();
+    let target = {
+        let m = hlo.hlo_module.as_mut().unwrap();
+        let ins = m
+            .computations
+            .iter_mut()
+            .flat_map(|c| c.instructions.iter_mut())
+            .find(|i| !i.operand_ids.is_empty())
+            .unwrap();
+        ins.operand_ids[0] = 987_654_321;
+        ins.name.clone()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let space = xprof_proto::xplane::XSpace::default();
+    std::fs::write(dir.path().join("host0.xplane.pb"), space.encode_to_vec()).unwrap();
+    std::fs::write(
+        dir.path().join(format!("{module}(1).hlo_proto.pb")),
+        hlo.encode_to_vec(),
+    )
+    .unwrap();
+    let args = json!({"logdir": dir.path().display().to_string(), "module_name": format!("{module}(1)"), "instruction_name": target});
+    let e = invoke_json(KRATE, "get_hlo_neighborhood", &args.to_string(), "{}")
+        .err()
+        .expect("a dangling operand cannot be walked");
+    assert_eq!(e.kind, ErrorKind::InvalidValue, "{}", e.message);
+    assert!(
+        e.message.contains("HLO proto is inconsistent"),
+        "{}",
+        e.message
+    );
+}

@@ -128,7 +128,8 @@ impl Tool for GetGraphViewer {
             }
             _ => {
                 let text = view.print(&PrintOptions::short());
-                let parsed = xprof_hlo::parse(&text, &lm.module.name).map_err(hlo_error)?;
+                let parsed = xprof_hlo::parse(&text, &lm.module.name)
+                    .map_err(|e| crate::common::proto_module_error(&lm.module.name, e))?;
                 let g = Graph::new(&parsed);
                 let (dot, nodes, edges) = match node.as_deref() {
                     None => {

@@ -84,7 +84,8 @@ impl Tool for GetHloNeighborhood {
                 ..PrintOptions::short()
             },
         );
-        let parsed = xprof_hlo::parse(&text, &lm.module.name).map_err(hlo_error)?;
+        let parsed = xprof_hlo::parse(&text, &lm.module.name)
+            .map_err(|e| crate::common::proto_module_error(&lm.module.name, e))?;
         let g = Graph::new(&parsed);
         let target = g.find(&name).map_err(hlo_error)?;
         let mut nodes = g.neighborhood_with(target, radius, direction, 0, follow_calls);

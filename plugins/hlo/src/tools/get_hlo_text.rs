@@ -65,7 +65,8 @@ impl Tool for GetHloText {
         let text = match &op {
             None => full.clone(),
             Some(op) => {
-                let parsed = xprof_hlo::parse(&full, &lm.module.name).map_err(hlo_error)?;
+                let parsed = xprof_hlo::parse(&full, &lm.module.name)
+                    .map_err(|e| crate::common::proto_module_error(&lm.module.name, e))?;
                 let g = xprof_hlo::Graph::new(&parsed);
                 let (ci, _) = g.find(op).map_err(hlo_error)?;
                 let start = parsed.computations[ci].line;
