@@ -1389,6 +1389,7 @@ pub fn steps_summary(s: &OpStats) -> Value {
     if st.steps.is_empty() {
         let why = st.no_steps.unwrap_or(crate::steps::NoSteps::NoMarkers);
         m.insert("no_steps_reason".into(), json!(why.reason()));
+        m.insert("no_steps_advice".into(), json!(why.advice()));
     }
     if st.source == StepsSource::None && !s.steps_inferred.is_empty() {
         let ms: Vec<f64> = s.steps_inferred.iter().map(|x| x.1 as f64 / 1e9).collect();

@@ -968,6 +968,15 @@ fn no_steps_say_why() {
     let bare = XSpaceBuilder::new().plane("/host:CPU", |p| {
         p.line_with_id(1, "python", |l| l.event("MatMul", 0, 500_000))
     });
-    assert_eq!(stats(bare).steps.no_steps, Some(NoSteps::NoMarkers));
+    let bare = stats(bare);
+    assert_eq!(bare.steps.no_steps, Some(NoSteps::NoMarkers));
+    let summary = xprof_opstats::views::steps_summary(&bare);
+    assert_eq!(summary["no_steps_reason"], NoSteps::NoMarkers.reason());
+    assert!(
+        summary["no_steps_advice"]
+            .as_str()
+            .unwrap()
+            .contains("step_num")
+    );
     assert_eq!(stats(tf_shaped()).steps.no_steps, None);
 }

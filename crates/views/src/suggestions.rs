@@ -440,17 +440,19 @@ fn insert_or_reason(m: &mut Map<String, Value>, key: &str, value: Option<f64>, r
 pub fn host_boundness(s: &OpStats, ip: &InputPipeline, ici_percent: Option<(f64, f64)>) -> Value {
     let b = &ip.bottleneck;
     if b.steps == 0 || b.step_time_ms_avg == 0.0 {
-        let why = match s.steps.no_steps {
-            Some(w) if s.steps.steps.is_empty() => format!(
-                "{}; so there is no step time to judge host boundness by.",
-                w.reason()
-            ),
-            _ => "The capture has no step time XProf recognises, so there is nothing to judge host boundness by.".to_string(),
-        };
+        let no_steps = s
+            .steps
+            .no_steps
+            .filter(|_| s.steps.steps.is_empty())
+            .unwrap_or(xprof_opstats::steps::NoSteps::NoMarkers);
+        let why = format!(
+            "{}; so there is no step time to judge host boundness by.",
+            no_steps.reason()
+        );
         return json!({
             "status": "INSUFFICIENT_DATA",
             "reasons": [why],
-            "recommendations": ["Capture with step annotations (jax.profiler.StepTraceAnnotation / tf.profiler.experimental.Trace with step_num) over several steps."],
+            "recommendations": [no_steps.advice()],
         });
     }
     let sig = signals(s, ip);

@@ -18,7 +18,8 @@ impl Tool for GetStepTrace {
          `_r` root events with their flows (`steps_source`) — each with begin, duration (exact \
          ps) and breakdown (generic components on CPU/GPU, self time per HLO category on TPU). \
          Without steps the answer says why (`no_steps_reason`: no markers, TensorFlow loop ops \
-         or an executor loop, groups without a step marker) and carries `steps_inferred` where \
+         or an executor loop, groups without a step marker) and what to do (`no_steps_advice`), \
+         and carries `steps_inferred` where \
          the capture has XLA modules (one step per module execution — our inference, labelled \
          as such)."
     }
@@ -29,7 +30,7 @@ impl Tool for GetStepTrace {
             .integer_min("limit", "Maximum steps listed.", Some(100), 1)
     }
     fn output(&self) -> &'static str {
-        "{capture, run, steps_source, count, complete_count, steps: [...], no_steps_reason?, steps_inferred?}"
+        "{capture, run, steps_source, count, complete_count, steps: [...], no_steps_reason?, no_steps_advice?, steps_inferred?}"
     }
     fn examples(&self) -> Vec<Example> {
         vec![
