@@ -8,7 +8,7 @@ pub struct GetKernelStats;
 register_tool!(GetKernelStats);
 
 const GPU_FLAGS: &[&str] = &[
-    "profile a GPU run with the CUPTI tracer on (jax.profiler.trace / torch.profiler with CUDA activities); kernel_details is recorded per kernel launch",
+    "profile a GPU run with the CUPTI tracer on (jax.profiler.trace, tf.profiler.experimental.start or torch_xla.debug.profiler on the GPU; PyTorch's own torch.profiler writes Chrome traces, not XSpace); kernel_details is recorded per kernel launch",
 ];
 
 impl Tool for GetKernelStats {

@@ -33,6 +33,7 @@ pub(crate) fn no_data_with_capture(
 pub(crate) const HLO_FLAGS: &[&str] = &[
     "capture with XProf/jax.profiler (modules are embedded in /host:metadata)",
     "ProfileOptions.include_hlo_proto / keep the <module>.hlo_proto.pb files in the run directory",
+    "TensorFlow: tf.function(jit_compile=True), so that XLA compiles the step (only XLA programs have HLO modules)",
 ];
 
 /// The answer when the capture has no HLO module at all.
