@@ -1151,6 +1151,50 @@ macro_rules! export_plugin {
 pub mod testing {
     use super::*;
 
+    /// What [`robustness_calls`] saw.
+    #[derive(Debug, Default)]
+    pub struct Robustness {
+        pub calls: usize,
+        pub answered: usize,
+        /// `label: message` of every call that panicked (an internal error).
+        pub panics: Vec<String>,
+    }
+
+    impl Robustness {
+        /// No call panicked, and most answered (so that the inputs reached the analyses, not
+        /// only the argument checks).
+        pub fn assert_clean(&self) {
+            assert!(self.panics.is_empty(), "{}", self.panics.join("\n"));
+            assert!(
+                self.answered > self.calls / 2,
+                "{} of {} calls answered",
+                self.answered,
+                self.calls
+            );
+        }
+    }
+
+    /// Run `(label, tool, args)` calls of crate `krate`'s tools in-process, for robustness
+    /// tests on damaged inputs: a tool may answer or fail with a usage, path or value error,
+    /// but a panic is a bug.
+    pub fn robustness_calls<'t>(
+        krate: &str,
+        calls: impl IntoIterator<Item = (String, &'t str, Value)>,
+    ) -> Robustness {
+        let mut r = Robustness::default();
+        for (label, tool, args) in calls {
+            r.calls += 1;
+            match invoke_tool(krate, tool, &args.to_string(), "{}") {
+                Ok(_) => r.answered += 1,
+                Err(e) if e.kind == ErrorKind::Internal => {
+                    r.panics.push(format!("{tool} on {label}: {}", e.message))
+                }
+                Err(_) => {}
+            }
+        }
+        r
+    }
+
     /// Every run directory (one holding `*.xplane.pb` files) under the repository's
     /// `fixtures/` and the shared corpus's `fixtures/`, sorted.
     pub fn run_dirs(manifest_dir: &str) -> Vec<PathBuf> {
