@@ -399,8 +399,10 @@ pub const NO_GROUP: u32 = u32::MAX;
 pub struct HostGroups {
     pub event_group: Vec<Vec<u32>>,
     pub roots: Vec<(usize, usize)>,
-    /// The roots are a TensorFlow executor loop's iterations (see [`tf_loop_iterations`]).
-    pub loop_roots: bool,
+    /// TensorFlow loops decided the grouping: loop ops stopped it ([`NoSteps::LoopOps`]), or
+    /// the roots are an executor loop's iterations ([`NoSteps::TfLoop`], see
+    /// [`tf_loop_iterations`]); what the step database says when no step results.
+    pub tf_loops: Option<NoSteps>,
 }
 
 /// One line's grouping signals, from a single pass over its events' stats (each pass over
@@ -655,11 +657,14 @@ fn group_from_roots(plane: &Plane, kinds: &[HostEventKind], scans: &mut [LineSca
             .map(|l| vec![NO_GROUP; l.events.len()])
             .collect(),
         roots: Vec::new(),
-        loop_roots: false,
+        tf_loops: None,
     };
     // XProf does not group a capture with TensorFlow loop ops (`CheckLoopOp`).
     if kinds.contains(&HostEventKind::LoopOp) {
-        return ungrouped();
+        return HostGroups {
+            tf_loops: Some(NoSteps::LoopOps),
+            ..ungrouped()
+        };
     }
     let tf_data: HashSet<i64> = scans
         .iter()
@@ -861,7 +866,7 @@ fn group_from_roots(plane: &Plane, kinds: &[HostEventKind], scans: &mut [LineSca
     HostGroups {
         event_group,
         roots: kept_roots,
-        loop_roots,
+        tf_loops: loop_roots.then_some(NoSteps::TfLoop),
     }
 }
 
@@ -869,10 +874,15 @@ fn group_from_roots(plane: &Plane, kinds: &[HostEventKind], scans: &mut [LineSca
 /// `ToNonOverlappedEvents` + `ConvertStepDetailsToStepInfo`): where spans overlap the highest
 /// type wins; uncovered time is `Unknown`.
 pub fn generic_breakdown(spans: &[(EventType, i64, i64)], begin: i64, end: i64) -> [u64; 9] {
+    generic_of(&typed_breakdown(spans, begin, end))
+}
+
+/// A [`typed_breakdown`] summed into the generic components.
+fn generic_of(typed: &[u64; EventType::ALL.len()]) -> [u64; 9] {
     let mut out = [0u64; 9];
-    for (rank, ps) in typed_breakdown(spans, begin, end).into_iter().enumerate() {
+    for (rank, ps) in typed.iter().enumerate() {
         let g = EventType::ALL[rank].generic();
-        out[g] = out[g].saturating_add(ps);
+        out[g] = out[g].saturating_add(*ps);
     }
     out
 }
@@ -969,8 +979,8 @@ struct Grouping {
     scans: Vec<LineScan>,
     /// [`host_event_kinds`] of the plane.
     kinds: Vec<HostEventKind>,
-    /// [`HostGroups::loop_roots`].
-    loop_roots: bool,
+    /// [`HostGroups::tf_loops`].
+    tf_loops: Option<NoSteps>,
 }
 
 impl Grouping {
@@ -1009,7 +1019,7 @@ fn host_event_groups(plane: &Plane) -> Grouping {
             source: StepsSource::GroupId,
             scans,
             kinds,
-            loop_roots: false,
+            tf_loops: None,
         };
     }
     let g = group_from_roots(plane, &kinds, &mut scans);
@@ -1025,7 +1035,7 @@ fn host_event_groups(plane: &Plane) -> Grouping {
         source,
         scans,
         kinds,
-        loop_roots: g.loop_roots,
+        tf_loops: g.tf_loops,
     }
 }
 
@@ -1174,18 +1184,13 @@ fn generic_step(
         return None;
     }
     let typed = typed_breakdown(spans, b, e);
-    let mut generic_ps = [0u64; 9];
-    for (rank, ps) in typed.iter().enumerate() {
-        let g = EventType::ALL[rank].generic();
-        generic_ps[g] = generic_ps[g].saturating_add(*ps);
-    }
     let mut per_core = BTreeMap::new();
     per_core.insert(
         0,
         CoreStep {
             begin_ps: b,
             duration_ps: crate::nesting::span_len(b, e),
-            generic_ps,
+            generic_ps: generic_of(&typed),
             host_to_device_ps: typed[EventType::HostToDevice.rank()]
                 .saturating_add(typed[EventType::DeviceWaitHost.rank()]),
             category_ps: BTreeMap::new(),
@@ -1199,9 +1204,9 @@ fn generic_step(
     })
 }
 
-/// [`host_steps`]: where the steps came from, the steps, the GPU kernel groups, and whether
-/// the groups are a TensorFlow loop's iterations.
-type HostSteps = (StepsSource, Vec<Step>, KernelGroups, bool);
+/// [`host_steps`]: where the steps came from, the steps, the GPU kernel groups, and
+/// [`HostGroups::tf_loops`].
+type HostSteps = (StepsSource, Vec<Step>, KernelGroups, Option<NoSteps>);
 
 /// Host (and GPU) steps: XProf `ConvertHostThreadsXPlaneToStepEvents`,
 /// `ConvertDeviceTraceXLineToStepEvents` (GPU) and `ConvertStepDetailsToStepInfo`.
@@ -1210,10 +1215,10 @@ type HostSteps = (StepsSource, Vec<Step>, KernelGroups, bool);
 fn host_steps(plane: &Plane, gpus: &[&Plane]) -> HostSteps {
     let grouping = host_event_groups(plane);
     let source = grouping.source;
-    let loop_roots = grouping.loop_roots;
+    let tf_loops = grouping.tf_loops;
     let mut kernel_groups = KernelGroups::new();
     if source == StepsSource::None {
-        return (source, Vec::new(), kernel_groups, loop_roots);
+        return (source, Vec::new(), kernel_groups, tf_loops);
     }
     let groups = &grouping.event_group;
     let num_groups = grouping.ids.len();
@@ -1375,7 +1380,7 @@ fn host_steps(plane: &Plane, gpus: &[&Plane]) -> HostSteps {
         })
         .collect();
     let steps = steps.into_iter().flatten().collect();
-    (source, steps, kernel_groups, loop_roots)
+    (source, steps, kernel_groups, tf_loops)
 }
 
 /// Step id → (begin, end, name) on one core.
@@ -1650,19 +1655,15 @@ pub fn step_db(
             None => StepDb::default(),
         };
     }
-    let loop_ops = host.is_some_and(|h| host_event_kinds(h).contains(&HostEventKind::LoopOp));
-    let (source, steps, kernel_groups, loop_roots) = match host.map(|h| host_steps(h, gpus)) {
-        Some((source, steps, kg, lr)) if source != StepsSource::None => (source, steps, kg, lr),
+    let (source, steps, kernel_groups, tf_loops) = match host.map(|h| host_steps(h, gpus)) {
+        Some((source, steps, kg, tl)) if source != StepsSource::None => (source, steps, kg, tl),
         // No host grouping: a GPU capture may still carry its groups on the kernels.
-        _ => match gpu_only_steps(gpus) {
-            Some(steps) => (StepsSource::GroupId, steps, KernelGroups::new(), false),
+        host => match gpu_only_steps(gpus) {
+            Some(steps) => (StepsSource::GroupId, steps, KernelGroups::new(), None),
             None => {
+                let tf_loops = host.and_then(|h| h.3);
                 return StepDb {
-                    no_steps: Some(if loop_ops {
-                        NoSteps::LoopOps
-                    } else {
-                        NoSteps::NoMarkers
-                    }),
+                    no_steps: Some(tf_loops.unwrap_or(NoSteps::NoMarkers)),
                     ..StepDb::default()
                 };
             }
@@ -1671,11 +1672,7 @@ pub fn step_db(
     if steps.is_empty() {
         return StepDb {
             kernel_groups,
-            no_steps: Some(if loop_roots {
-                NoSteps::TfLoop
-            } else {
-                NoSteps::NoneQualified
-            }),
+            no_steps: Some(tf_loops.unwrap_or(NoSteps::NoneQualified)),
             ..StepDb::default()
         };
     }

@@ -25,7 +25,6 @@ pub mod reasons {
     pub const CUSTOM_CALL_FLOPS: &str = "XProf's cost model assigns 0 FLOPs/bytes to custom calls (Pallas/Mosaic kernels); the trace's own per-launch counts are in *_measured";
     pub const NO_DEVICE: &str =
         "CPU-only capture: there is no accelerator to measure (XProf prints 0)";
-    pub const NO_STEPS: &str = "XProf found no steps (no Steps line, no group_id stats, no host _r roots); see steps_inferred";
     pub const ROOFLINE_LIMITS: &str = "XProf's open-source overview passes no hardware limits, so it prints 0; *_measured uses the capture's peak FLOP rate and HBM bandwidth";
     pub const NO_MXU_STAT: &str =
         "the capture has no matrix_unit_utilization_percent stat on /host:CPU (XProf prints 0)";
@@ -1135,8 +1134,8 @@ pub fn overview(s: &OpStats) -> Map<String, Value> {
             "steptime_ms_minimum",
             "steptime_ms_maximum",
         ] {
-            let why = s.steps.no_steps.map_or(reasons::NO_STEPS, |w| w.reason());
-            null_with(&mut ps, k, why, None);
+            let why = s.steps.no_steps.unwrap_or(crate::steps::NoSteps::NoMarkers);
+            null_with(&mut ps, k, why.reason(), None);
         }
     } else {
         let ms: Vec<f64> = steps
