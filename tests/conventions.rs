@@ -107,12 +107,15 @@ fn violations(tool: &str, what: &str, r: &Run) -> Option<String> {
 
 fn captures() -> Vec<(String, PathBuf)> {
     let mut v = Vec::new();
-    let own = fixtures().join("jax-cpu/logdir/plugins/profile");
-    for e in std::fs::read_dir(&own).unwrap().flatten() {
-        v.push((
-            format!("fixtures/{}", e.file_name().to_string_lossy()),
-            e.path(),
-        ));
+    // Every run of our own captures: JAX, TensorFlow and PyTorch/XLA.
+    for framework in ["jax-cpu", "tf-cpu", "ptxla-cpu"] {
+        let own = fixtures().join(framework).join("logdir/plugins/profile");
+        for e in std::fs::read_dir(&own).unwrap().flatten() {
+            v.push((
+                format!("fixtures/{framework}/{}", e.file_name().to_string_lossy()),
+                e.path(),
+            ));
+        }
     }
     if let Some(c) = corpus() {
         v.push((

@@ -352,6 +352,8 @@ fn local(run: &str) -> (OpStats, PathBuf) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
     let captures = if run.starts_with("tf_") {
         "tf-cpu"
+    } else if run.starts_with("ptxla_") {
+        "ptxla-cpu"
     } else {
         "jax-cpu"
     };
@@ -390,6 +392,25 @@ fn local_tf_train_loop_steps_match_xprof_step_by_step() {
     let names: Vec<&str> = s.steps.steps.iter().map(|x| x.name.as_str()).collect();
     let want: Vec<String> = (0..7).map(|i| format!("train {i}")).collect();
     assert_eq!(names, want);
+}
+
+/// A real PyTorch/XLA training loop (`fixtures/gen_ptxla_fixtures.py`: 6 steps in
+/// `xp.StepTrace("train_step", step_num=i)`), on the CPU backend.
+#[test]
+fn local_ptxla_train_steps_match_xprof_step_by_step() {
+    steps_match_xprof_step_by_step("ptxla_train");
+    let (s, _) = local("ptxla_train");
+    let names: Vec<&str> = s.steps.steps.iter().map(|x| x.name.as_str()).collect();
+    let want: Vec<String> = (0..6).map(|i| format!("train_step {i}")).collect();
+    assert_eq!(names, want);
+    // XProf's overview drops the first and last of more than 5 steps.
+    let complete: Vec<&str> = s
+        .steps
+        .complete_steps
+        .iter()
+        .map(|x| x.name.as_str())
+        .collect();
+    assert_eq!(complete, &names[1..5]);
 }
 
 /// A real TensorFlow `tf.while_loop`: its executor loop's iterations replace the step roots,

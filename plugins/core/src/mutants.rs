@@ -80,7 +80,7 @@ fn fixture(rel: &str) -> PathBuf {
     testing::workspace_root(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
 
-/// The captures to mutate: the project's own (JAX and TensorFlow on CPU), the synthetic TPU
+/// The captures to mutate: the project's own (JAX, TensorFlow and PyTorch/XLA on CPU), the synthetic TPU
 /// pod host and GPU host, and the shared corpus's real TPU capture when it is there.
 fn originals() -> Vec<(String, XSpace)> {
     let mut v = Vec::new();
@@ -88,6 +88,7 @@ fn originals() -> Vec<(String, XSpace)> {
         "fixtures/jax-cpu/logdir/plugins/profile/mlp_steps/host0.xplane.pb",
         "fixtures/jax-cpu/logdir/plugins/profile/sharded/host0.xplane.pb",
         "fixtures/tf-cpu/logdir/plugins/profile/tf_train_loop/host0.xplane.pb",
+        "fixtures/ptxla-cpu/logdir/plugins/profile/ptxla_train/host0.xplane.pb",
     ] {
         let bytes = std::fs::read(fixture(rel)).unwrap();
         v.push((rel.to_string(), XSpace::decode(bytes.as_slice()).unwrap()));

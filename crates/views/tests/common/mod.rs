@@ -85,6 +85,12 @@ pub fn oracle_fixtures() -> Vec<(String, PathBuf, PathBuf)> {
             w.join(format!("oracle/{run}/converters")),
         ));
     }
+    // A real PyTorch/XLA capture (`fixtures/gen_ptxla_fixtures.py`).
+    v.push((
+        "own-ptxla_train".into(),
+        w.join("ptxla-cpu/logdir/plugins/profile/ptxla_train"),
+        w.join("oracle/ptxla_train/converters"),
+    ));
     v
 }
 
