@@ -2,6 +2,8 @@
 //! scope / PyTorch / TF op — on the device (HLO ops grouped by their provenance) and on the
 //! host (framework ops on host threads).
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value, json};
 use xprof_opstats::OpStats;
 use xprof_opstats::device::PerfEnv;
@@ -61,6 +63,15 @@ pub struct FrameworkOp {
 /// (provenance parsed as `name:type`); no provenance → the HLO op name with type `Unknown`;
 /// occurrences = the max over the members.
 pub fn device_framework_ops(device: &OpMetricsDb, with_idle: bool) -> Vec<FrameworkOp> {
+    framework_ops_by(device, with_idle, |m| Cow::Borrowed(&m.provenance))
+}
+
+/// [`device_framework_ops`] with each op's provenance as `provenance` gives it.
+fn framework_ops_by(
+    device: &OpMetricsDb,
+    with_idle: bool,
+    provenance: impl Fn(&OpMetrics) -> Cow<'_, str>,
+) -> Vec<FrameworkOp> {
     let mut ops: Vec<FrameworkOp> = Vec::new();
     let mut index: std::collections::HashMap<String, usize> = Default::default();
     for m in &device.metrics {
@@ -72,7 +83,8 @@ pub fn device_framework_ops(device: &OpMetricsDb, with_idle: bool) -> Vec<Framew
         } else if m.provenance.is_empty() {
             (m.name.clone(), "Unknown".to_string())
         } else {
-            let t = parse_tf_op(&m.provenance);
+            let p = provenance(m);
+            let t = parse_tf_op(&p);
             let kind = if t.kind.is_empty() || t.kind == "Unknown" {
                 "Unknown".to_string()
             } else {
@@ -292,6 +304,69 @@ pub fn table_with_kernels(
     t.prop("architecture_type", arch);
     t.prop("task_type", task);
     t
+}
+
+/// Our view for a CPU capture, where XProf's table holds only IDLE rows: the XLA ops the CPU
+/// backend ran on host threads, grouped by framework op as XProf groups device ops
+/// ([`device_framework_ops`]). Rows are `Host`, their shares are of the host-executed op
+/// database's time (each thread's span, idle included; without idle when `exclude_idle`), and
+/// the FLOP/byte columns are null with the reason: the trace carries no cost for these ops.
+/// The `task_type` property reads the gradient scopes of these rows (XProf's `ModelTracker`).
+/// `None` when the capture is not CPU-only or ran no XLA op on the host.
+pub fn host_executed_table(s: &OpStats, exclude_idle: bool) -> Option<Table> {
+    if s.run_env.hardware_type != HardwareType::CpuOnly {
+        return None;
+    }
+    let db = s.host_xla_db.as_ref().filter(|d| !d.is_empty())?;
+    let mut t = Table::new(COLUMNS);
+    // A device op's provenance is XProf's `tf_op` stat, `op_name:op_type`; a host-executed
+    // op's is the HLO's op_name alone, so the type comes from the name, as XProf derives it
+    // for an empty `op_type` (JAX leaves it out of most ops).
+    let ops = framework_ops_by(db, !exclude_idle, |m| {
+        if m.provenance.contains(':') {
+            Cow::Borrowed(&m.provenance)
+        } else {
+            Cow::Owned(format!("{}:", m.provenance))
+        }
+    });
+    let total = if exclude_idle {
+        db.total_op_time_ps
+    } else {
+        db.total_time_ps
+    };
+    let mut cum = 0.0;
+    for (rank, op) in (1u64..).zip(sorted(&ops, |o| &o.metrics)) {
+        let m = &op.metrics;
+        let frac = safe_div(ps_to_us(m.self_time_ps), ps_to_us(total));
+        cum += frac;
+        let mut r = record(rank, "Host", m, m.flops, None, s.run_env.hardware_type);
+        r.insert("host_total_self_time_percent".into(), json!(frac));
+        r.insert("Host_cumulative_total_self_time_percent".into(), json!(cum));
+        if !m.is_idle() && m.flops == 0 && m.bytes_accessed == 0 {
+            let why = xprof_opstats::views::reasons::HOST_NO_COST;
+            for k in [
+                "measured_flop_rate",
+                "model_flop_rate",
+                "measured_memory_bw",
+                "operational_intensity",
+                "bound_by",
+                "flops",
+                "bytes_accessed",
+            ] {
+                placeholder(&mut r, k, why, None);
+            }
+        }
+        t.records.push(r);
+    }
+    let (task, arch) = model_tracker(t.records.iter().map(|r| {
+        (
+            r["operation"].as_str().unwrap_or_default(),
+            r["type"].as_str().unwrap_or_default(),
+        )
+    }));
+    t.prop("architecture_type", arch);
+    t.prop("task_type", task);
+    Some(t)
 }
 
 fn record(

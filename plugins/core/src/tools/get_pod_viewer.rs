@@ -328,13 +328,31 @@ mod views_tool_tests {
             r["table"]["records"][1]["operation"],
             json!("jit(matmul_optimized)/pallas_call")
         );
-        // A CPU capture without framework ops or steps.
+        // A CPU capture without framework ops or steps: XProf's table has only IDLE rows,
+        // and the XLA ops the host ran answer instead.
         let r = call(
             "get_framework_op_stats",
             json!({"path": fixtures(), "run": "matmul"}),
         )
         .unwrap();
+        assert!(r.get("status").is_none());
+        assert!(
+            r["host_executed"]["table"]["records"]
+                .as_array()
+                .is_some_and(|v| v.iter().any(|x| x["type"] != json!("IDLE")))
+        );
+        // A host that ran neither XLA nor framework ops: no_data.
+        let dir = tempfile::tempdir().unwrap();
+        xprof_testkit::XSpaceBuilder::new()
+            .plane("/host:CPU", |p| {
+                p.line("python", |l| l.event("main", 0, 10))
+            })
+            .write_run(dir.path(), "r", "host0")
+            .unwrap();
+        let path = dir.path().display().to_string();
+        let r = call("get_framework_op_stats", json!({"path": path})).unwrap();
         assert_eq!(r["status"], json!("no_data"));
+        assert!(r.get("host_executed").is_none());
         let r = call(
             "get_input_pipeline",
             json!({"path": fixtures(), "run": "matmul"}),
