@@ -213,7 +213,7 @@ impl NoSteps {
     pub fn advice(self) -> &'static str {
         match self {
             NoSteps::NoMarkers | NoSteps::NoneQualified => {
-                "Capture with step annotations (jax.profiler.StepTraceAnnotation(\"train\", step_num=i) / tf.profiler.experimental.Trace(\"train\", step_num=i, _r=1)) around each step, over several steps."
+                "Capture with step annotations (jax.profiler.StepTraceAnnotation(\"train\", step_num=i) / tf.profiler.experimental.Trace(\"train\", step_num=i, _r=1) / PyTorch/XLA xp.StepTrace(\"train\", step_num=i)) around each step, over several steps."
             }
             NoSteps::LoopOps | NoSteps::TfLoop => {
                 "XProf takes no steps from this capture's TensorFlow loops, however the steps are annotated; the op views (get_framework_op_stats, get_top_hlo_ops) and the trace events (aggregate_xplane_events) still apply."

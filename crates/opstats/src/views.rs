@@ -1337,6 +1337,13 @@ pub fn steps_summary(s: &OpStats) -> Value {
                 m.insert("begin_ps".into(), json!(x.begin_ps()));
                 m.insert("duration_ps".into(), json!(x.duration_ps()));
                 m.insert("duration_ms".into(), json!(x.duration_ps() as f64 / 1e9));
+                // Whether XProf's overview and input pipeline count it (they drop the first
+                // and last of more than 5 host steps as "maybe incomplete").
+                let complete = st
+                    .complete_steps
+                    .iter()
+                    .any(|c| c.step_num == x.step_num && c.begin_ps() == x.begin_ps());
+                m.insert("complete".into(), json!(complete));
                 if s.run_env.hardware_type != HardwareType::Tpu {
                     let mut b = Map::new();
                     for (i, n) in GENERIC_NAMES.iter().enumerate() {

@@ -16,7 +16,9 @@ impl Tool for GetStepTrace {
     fn doc(&self) -> &'static str {
         "The steps XProf's grouping finds — from a device `Steps` line, `group_id` stats, or host \
          `_r` root events with their flows (`steps_source`) — each with begin, duration (exact \
-         ps) and breakdown (generic components on CPU/GPU, self time per HLO category on TPU). \
+         ps), breakdown (generic components on CPU/GPU, self time per HLO category on TPU) and \
+         `complete`: whether XProf's overview counts it (of more than 5 host steps it drops the \
+         first and last as maybe incomplete; `complete_count` counts the rest). \
          Without steps the answer says why (`no_steps_reason`: no markers, TensorFlow loop ops \
          or an executor loop, groups without a step marker) and what to do (`no_steps_advice`), \
          and carries `steps_inferred` where \
@@ -66,5 +68,36 @@ impl Tool for GetStepTrace {
             body.insert("truncated".into(), json!(n < total));
         }
         Ok(with_capture(&s, &used, &warnings, body).into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use xprof_plugin_api::sdk::{invoke_json, testing};
+
+    /// Each step says whether XProf's overview counts it: of the six PyTorch/XLA steps, all but
+    /// the first and the last.
+    #[test]
+    fn steps_say_whether_xprofs_overview_counts_them() {
+        let path = testing::workspace_root(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/ptxla-cpu/logdir/plugins/profile/ptxla_train");
+        let args = json!({"path": path.display().to_string()});
+        let r = invoke_json(
+            env!("CARGO_CRATE_NAME"),
+            "get_step_trace",
+            &args.to_string(),
+            "{}",
+        )
+        .unwrap()["result"]
+            .clone();
+        let complete: Vec<bool> = r["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["complete"].as_bool().unwrap())
+            .collect();
+        assert_eq!(complete, [false, true, true, true, true, false]);
+        assert_eq!(r["complete_count"], json!(4));
     }
 }
