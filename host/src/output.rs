@@ -128,39 +128,28 @@ fn text_lines(v: &Value, depth: usize, out: &mut String) {
     }
 }
 
-/// `--format table`: scalars as a key/value table, each list of objects as its own table.
+/// `--format table`: every scalar as a `path.to.field` / value row, and each list of objects,
+/// however deep (e.g. `table.records` of XProf's tables), as its own table named by its path.
 pub fn render_table(v: &Value) -> String {
     if let Some(t) = v.get("text").and_then(Value::as_str) {
         return t.to_string();
     }
-    let mut out = String::new();
-    let Some(obj) = v.as_object() else {
+    if !v.is_object() {
         return render_text(v);
-    };
+    }
     let mut kv = Table::new();
     kv.set_content_arrangement(ContentArrangement::Dynamic);
     kv.set_header(vec!["field", "value"]);
-    let mut has_kv = false;
     let mut lists = Vec::new();
-    for (k, x) in obj {
-        match x {
-            Value::Array(a) if a.iter().any(Value::is_object) => lists.push((k.clone(), a)),
-            Value::Object(m) if m.values().all(|y| !y.is_object() && !y.is_array()) => {
-                for (k2, y) in m {
-                    kv.add_row(vec![format!("{k}.{k2}"), scalar(y)]);
-                    has_kv = true;
-                }
-            }
-            Value::Object(_) | Value::Array(_) => {
-                kv.add_row(vec![k.clone(), x.to_string()]);
-                has_kv = true;
-            }
-            _ => {
-                kv.add_row(vec![k.clone(), scalar(x)]);
-                has_kv = true;
-            }
+    let mut has_kv = false;
+    flatten("", v, &mut |path, x| match x {
+        Flat::Scalar(x) => {
+            kv.add_row(vec![path.to_string(), x]);
+            has_kv = true;
         }
-    }
+        Flat::Rows(rows) => lists.push((path.to_string(), rows)),
+    });
+    let mut out = String::new();
     if has_kv {
         out.push_str(&kv.to_string());
         out.push('\n');
@@ -189,6 +178,34 @@ pub fn render_table(v: &Value) -> String {
     out
 }
 
+/// What [`flatten`] finds at a path: a value to print in one cell, or rows of a table.
+enum Flat<'a> {
+    Scalar(String),
+    Rows(&'a [Value]),
+}
+
+/// Walk `v` depth first, in key order: objects are descended into, a list holding objects is a
+/// table, anything else (a scalar, a list of scalars, an empty object) one cell.
+fn flatten<'a>(path: &str, v: &'a Value, f: &mut dyn FnMut(&str, Flat<'a>)) {
+    let join = |k: &str| {
+        if path.is_empty() {
+            k.to_string()
+        } else {
+            format!("{path}.{k}")
+        }
+    };
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            for (k, x) in m {
+                flatten(&join(k), x, f);
+            }
+        }
+        Value::Array(a) if a.iter().any(Value::is_object) => f(path, Flat::Rows(a)),
+        Value::Array(_) | Value::Object(_) => f(path, Flat::Scalar(v.to_string())),
+        x => f(path, Flat::Scalar(scalar(x))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,6 +214,31 @@ mod tests {
     fn text_results_print_their_text() {
         let v = json!({"format": "hlo_text", "text": "HloModule m\n"});
         assert_eq!(render_text(&v), "HloModule m\n");
+    }
+
+    /// Regression: a list of records inside an object (XProf's `table.records`) was printed as
+    /// one JSON cell.
+    #[test]
+    fn nested_lists_of_records_are_tables_named_by_their_path() {
+        let v = json!({
+            "run": "r",
+            "table": {"properties": {"task_type": "Training"}, "records": [{"op": "dot", "t": 2}]},
+            "host_executed": {"table": {"records": [{"op": "add"}]}},
+        });
+        let s = render_table(&v);
+        assert!(
+            s.contains("table.properties.task_type") && s.contains("Training"),
+            "{s}"
+        );
+        assert!(
+            s.contains("\ntable.records:\n") && s.contains("| dot"),
+            "{s}"
+        );
+        assert!(
+            s.contains("\nhost_executed.table.records:\n") && s.contains("| add"),
+            "{s}"
+        );
+        assert!(!s.contains("{\"op\""), "{s}");
     }
 
     #[test]
