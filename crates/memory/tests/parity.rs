@@ -115,9 +115,9 @@ fn memory_profile_peak_of_the_v6e_capture() {
     assert_eq!(p.num_events, 6);
 }
 
-/// The capture of one of the project's own runs (JAX's or TensorFlow's).
+/// The capture of one of the project's own runs (JAX's, TensorFlow's or PyTorch/XLA's).
 fn own_capture(dir: &std::path::Path, run: &str) -> std::path::PathBuf {
-    ["jax-cpu", "tf-cpu"]
+    ["jax-cpu", "tf-cpu", "ptxla-cpu"]
         .iter()
         .map(|d| dir.join(format!("{d}/logdir/plugins/profile/{run}/host0.xplane.pb")))
         .find(|p| p.is_file())
