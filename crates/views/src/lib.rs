@@ -38,6 +38,7 @@ pub mod kernel;
 pub mod load;
 pub mod megascale;
 pub mod pod;
+pub mod recompile;
 pub mod suggestions;
 pub mod table;
 

@@ -92,11 +92,16 @@ pub struct Signals {
     /// Event-time fractions of `barrier-cores` and `debug_print` events (None: not analysed).
     pub barrier_cores: Option<EventFractions>,
     pub debug_print: Option<EventFractions>,
+    /// XLA compilations on the hosts' threads against the steps (None: not analysed).
+    pub compilations: Option<crate::recompile::Compilations>,
 }
 
 const BARRIER_CORES: &str = "barrier-cores";
 const DEBUG_PRINT: &str = "debug_print";
 const SPECIAL_OP_BOUND: f64 = 10.0;
+/// Compile time, as % of the step time after the first step, from which recompilation is
+/// reported.
+const RECOMPILE_BOUND: f64 = 10.0;
 const DEBUG_PRINT_BOUND: f64 = 5.0;
 
 /// [`signals`] plus XProf's event-time-fraction signals, which read the device planes.
@@ -104,6 +109,7 @@ pub fn signals_with_events(s: &OpStats, ip: &InputPipeline, run: &crate::LoadedR
     let mut sig = signals(s, ip);
     sig.barrier_cores = Some(event_time_fractions(run, BARRIER_CORES));
     sig.debug_print = Some(event_time_fractions(run, DEBUG_PRINT));
+    sig.compilations = Some(crate::recompile::compilations(s, run));
     sig
 }
 
@@ -191,6 +197,7 @@ pub fn signals(s: &OpStats, ip: &InputPipeline) -> Signals {
         steps: b.steps,
         barrier_cores: None,
         debug_print: None,
+        compilations: None,
     }
 }
 
@@ -302,6 +309,17 @@ pub fn smart_suggestions(sig: &Signals) -> Value {
                 one_digit(max)), json!({"per_host_percent": hosts})));
         }
     }
+    // Ours: compilation in the steady state, which XProf's step breakdown counts as host
+    // compute.
+    if let Some(c) = &sig.compilations
+        && let Some(p) = c.later_percent()
+        && c.later_steps_with_compile > 0
+        && p >= RECOMPILE_BOUND
+    {
+        out.push(our_rule("RecompilationRule", format!(
+            "Recompilation: XLA compiled {} times during the profile, inside {} of the {} steps after the first, and compilation takes {}% of their step time. A program that recompiles after its first step sees new input shapes or dtypes (a varying batch or sequence length), Python values where arrays are expected (JAX: mark them static or pass arrays), or (PyTorch/XLA) a graph that changes from step to step. Pad inputs to a few fixed shapes and warm up every shape before the measured steps.",
+            c.count, c.later_steps_with_compile, c.steps.saturating_sub(1), one_digit(p)), c.to_json()));
+    }
     // Ours: the same compute/memory classification on measured utilisation, since XProf's
     // open-source overview passes 0 for both.
     if let (Some(f), Some(h)) = (sig.measured_flops_percent, sig.measured_hbm_percent) {
@@ -405,6 +423,9 @@ fn signals_json(sig: &Signals) -> Value {
         ("avg_data_shuffle_percent_of_step", sig.data_shuffle_percent),
     ] {
         insert_or_reason(&mut m, key, value, NO_CORE_STEP_TIME);
+    }
+    if let Some(c) = &sig.compilations {
+        m.insert("compilations".into(), c.to_json());
     }
     for (k, f) in [
         ("barrier_cores", &sig.barrier_cores),

@@ -1323,3 +1323,117 @@ fn framework_ops_list_a_host_idle_row_only_with_host_threads() {
         tpu_two_cores().plane("/host:CPU", |p| p.line("python", |l| l.event("f", 0, 10)));
     assert_eq!(host_rows(&with_host), 1);
 }
+
+/// One host plane: `train` steps of 10 µs at `starts` (µs) on the Python thread, and the
+/// given events (name, start µs, duration µs) on two more threads (line 2 and line 3).
+fn steps_and_compiles(
+    starts: &[i64],
+    line2: &[(&str, i64, i64)],
+    line3: &[(&str, i64, i64)],
+) -> XSpaceBuilder {
+    const US: i64 = 1_000_000;
+    let starts = starts.to_vec();
+    let (line2, line3): (Vec<_>, Vec<_>) = (
+        line2
+            .iter()
+            .map(|(n, b, d)| (n.to_string(), *b, *d))
+            .collect(),
+        line3
+            .iter()
+            .map(|(n, b, d)| (n.to_string(), *b, *d))
+            .collect(),
+    );
+    XSpaceBuilder::new().plane("/host:CPU", move |p| {
+        let events = |mut l: xprof_testkit::LineBuilder, v: &[(String, i64, i64)]| {
+            for (n, b, d) in v {
+                l = l.event(n, b * US, d * US);
+            }
+            l
+        };
+        p.line_with_id(1, "python", |mut l| {
+            for (i, s) in starts.iter().enumerate() {
+                l = l
+                    .event("train", s * US, 10 * US)
+                    .stat("_r", 1i64)
+                    .stat("step_num", i as i64)
+                    .event("matmul", (s + 1) * US, 5 * US);
+            }
+            l
+        })
+        .line_with_id(2, "worker", |l| events(l, &line2))
+        .line_with_id(3, "python2", |l| events(l, &line3))
+    })
+}
+
+/// Compilations in the steady state (ours; XProf counts them as host compute): compile entry
+/// points nested in one another or overlapping across threads count once, Python-tracer frames
+/// not at all, and the first step is apart. Expected values computed by hand (µs).
+#[test]
+fn recompilation_after_the_first_step_is_found_and_reported() {
+    const US: u64 = 1_000_000;
+    // Steps of 10 µs at 0, 20, 40 and 60 µs.
+    let b = steps_and_compiles(
+        &[0, 20, 40, 60],
+        &[
+            ("PjRtCpuClient::Compile", 1, 2),      // step 0: [1, 3]
+            ("PjRtCpuClient::Compile", 42, 4),     // step 2: [42, 46]
+            ("JitCompiler::Compile", 43, 2),       // nested: counts once
+            ("XLAGraphExecutor::Compile", 65, 10), // [65, 75]: 5 in step 3
+        ],
+        &[
+            ("backend_compile_and_load", 44, 4), // overlaps on another thread: [42, 48]
+            ("$compiler.py:292 backend_compile_and_load", 61, 3), // a Python frame
+        ],
+    );
+    let (_d, r) = loaded(&b);
+    let s = r.op_stats().unwrap();
+    assert_eq!(s.steps.steps.len(), 4);
+    let c = xprof_views::recompile::compilations(&s, &r);
+    let want = xprof_views::recompile::Compilations {
+        count: 3,
+        total_ps: (2 + 6 + 10) * US,
+        steps: 4,
+        steps_with_compile: 3,
+        later_steps_with_compile: 2,
+        later_step_ps: 30 * US,
+        later_compile_ps: (6 + 5) * US,
+    };
+    assert_eq!(c, want);
+    let ip = xprof_views::input_pipeline::input_pipeline(&s, &r.core_details());
+    let sig = xprof_views::suggestions::signals_with_events(&s, &ip, &r);
+    let v = xprof_views::suggestions::smart_suggestions(&sig);
+    let rule = v["suggestions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["ruleName"] == "RecompilationRule")
+        .expect("RecompilationRule");
+    assert_eq!(rule["source"], "xprof-rs");
+    let p = rule["signals"]["compile_percent_of_step_time_after_the_first"]
+        .as_f64()
+        .unwrap();
+    assert!(close(p, 100.0 * 11.0 / 30.0), "{p}");
+    assert!(rule["suggestionText"].as_str().unwrap().contains("36.7%"));
+    assert_eq!(v["signals"]["compilations"]["compilations"], json!(3));
+}
+
+/// A compilation in the first step only (the usual first call) is no finding.
+#[test]
+fn a_compilation_in_the_first_step_only_is_not_reported() {
+    let b = steps_and_compiles(&[0, 20, 40], &[("PjRtCpuClient::Compile", 1, 8)], &[]);
+    let (_d, r) = loaded(&b);
+    let s = r.op_stats().unwrap();
+    let ip = xprof_views::input_pipeline::input_pipeline(&s, &r.core_details());
+    let sig = xprof_views::suggestions::signals_with_events(&s, &ip, &r);
+    let c = sig.compilations.as_ref().unwrap();
+    assert_eq!((c.count, c.steps_with_compile), (1, 1));
+    assert_eq!(c.later_percent(), Some(0.0));
+    let v = xprof_views::suggestions::smart_suggestions(&sig);
+    assert!(
+        v["suggestions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|x| x["ruleName"] != "RecompilationRule")
+    );
+}
