@@ -47,6 +47,11 @@ impl Tool for GetSmartSuggestions {
                 json!({"path": "${CORPUS}/fixtures/seed-v6e/logdir"}),
             )
             .expect(&["suggestions", "signals"]),
+            Example::new(
+                "A PyTorch/XLA loop that recompiles at every step (RecompilationRule)",
+                json!({"path": "${FIXTURES}/ptxla-cpu/logdir", "run": "ptxla_recompile"}),
+            )
+            .expect(&["suggestions", "signals"]),
         ]
     }
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
@@ -66,5 +71,53 @@ impl Tool for GetSmartSuggestions {
             _ => Map::new(),
         };
         Ok(with_capture(&s, &used, &run.warnings, body).into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+    use xprof_plugin_api::sdk::{invoke_json, testing};
+
+    fn suggestions(run: &str) -> Value {
+        let path =
+            testing::workspace_root(env!("CARGO_MANIFEST_DIR")).join("fixtures/ptxla-cpu/logdir");
+        let args = json!({"path": path.display().to_string(), "run": run});
+        invoke_json(
+            env!("CARGO_CRATE_NAME"),
+            "get_smart_suggestions",
+            &args.to_string(),
+            "{}",
+        )
+        .unwrap()["result"]
+            .clone()
+    }
+
+    fn fired(r: &Value, rule: &str) -> Option<Value> {
+        r["suggestions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["ruleName"] == rule)
+            .cloned()
+    }
+
+    /// Real PyTorch/XLA captures: the batch size changes at each of the steps after the first,
+    /// and each of them compiles a new graph; with fixed shapes nothing compiles in the trace.
+    #[test]
+    fn a_real_pytorch_xla_loop_that_recompiles_is_reported() {
+        let r = suggestions("ptxla_recompile");
+        let rule = fired(&r, "RecompilationRule").expect("RecompilationRule");
+        let c = &rule["signals"];
+        assert_eq!(c["compilations"], json!(2));
+        assert_eq!(c["steps"], json!(3));
+        assert_eq!(c["steps_after_the_first_with_compile"], json!(2));
+        let p = c["compile_percent_of_step_time_after_the_first"]
+            .as_f64()
+            .unwrap();
+        assert!(p > 50.0 && p <= 100.0, "{p}");
+        let steady = suggestions("ptxla_train");
+        assert!(fired(&steady, "RecompilationRule").is_none());
+        assert_eq!(steady["signals"]["compilations"]["compilations"], json!(0));
     }
 }
