@@ -7,33 +7,69 @@
 use serde_json::{Value, json};
 use xprof_opstats::OpStats;
 
-/// Is `name` an XLA compilation? The compile entry points of the runtimes that write XProf
-/// traces: PjRt clients (`PjRtCpuClient::Compile`, `PjRtStreamExecutorClient::Compile`,
-/// `PjRtCApiClient::Compile`, …), PyTorch/XLA (`XLAGraphExecutor::Compile`,
-/// `PjRtComputationClient::Compile`), JAX (`backend_compile_and_load`, `backend_compile`) and
-/// TensorFlow (`XlaCompile`, `_XlaCompile`, `TfrtCompile`). The compiler's inner passes
-/// (`JitCompiler::Compile`, …) nest inside these and are dropped as nested.
-fn is_compile(name: &str) -> bool {
-    // Python-tracer events (`$file.py:line function`) repeat the TraceMe they wrap.
-    !name.starts_with('$')
-        && (name.ends_with("::Compile")
-            || matches!(
-                name,
-                "backend_compile_and_load"
-                    | "backend_compile"
-                    | "XlaCompile"
-                    | "_XlaCompile"
-                    | "TfrtCompile"
-            ))
+/// What part of a compilation an event is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Part {
+    /// A runtime's compile entry point: PjRt clients (`PjRtCpuClient::Compile`,
+    /// `PjRtStreamExecutorClient::Compile`, `PjRtCApiClient::Compile`, …), PyTorch/XLA
+    /// (`XLAGraphExecutor::Compile`, `PjRtComputationClient::Compile`), JAX
+    /// (`backend_compile_and_load`, `backend_compile`), TensorFlow (`XlaCompile`,
+    /// `_XlaCompile`, `TfrtCompile`). The compiler's own `…::Compile` (`JitCompiler`, …) runs
+    /// inside one of these or inside the backend, and counts once.
+    Entry,
+    /// XLA's backend (`CpuCompiler::RunBackend`, `GpuCompiler::RunBackend`): once per
+    /// compilation, and the only trace of one TensorFlow's `jit_compile` leaves.
+    Backend,
+    /// XLA's HLO passes (`…Compiler::RunHloPasses`, `HLO passes …`), before the backend.
+    Passes,
 }
 
-/// The compilations of a run: the stretches of time covered by compile events on the hosts'
-/// threads (entry points nested in one another, or running inside one another on two threads,
-/// count once), and their overlap with the steps.
+fn part(name: &str) -> Option<Part> {
+    // Python-tracer events (`$file.py:line function`) repeat the TraceMe they wrap.
+    if name.starts_with('$') {
+        return None;
+    }
+    if name.ends_with("::Compile")
+        || matches!(
+            name,
+            "backend_compile_and_load"
+                | "backend_compile"
+                | "XlaCompile"
+                | "_XlaCompile"
+                | "TfrtCompile"
+        )
+    {
+        Some(Part::Entry)
+    } else if name.ends_with("Compiler::RunBackend") {
+        Some(Part::Backend)
+    } else if name.ends_with("Compiler::RunHloPasses") || name.starts_with("HLO passes ") {
+        Some(Part::Passes)
+    } else {
+        None
+    }
+}
+
+/// Sorted, overlapping spans merged.
+fn union(mut spans: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
+    spans.sort_unstable();
+    let mut merged: Vec<(i64, i64)> = Vec::with_capacity(spans.len());
+    for (b, e) in spans {
+        match merged.last_mut() {
+            Some(last) if b <= last.1 => last.1 = last.1.max(e),
+            _ => merged.push((b, e)),
+        }
+    }
+    merged
+}
+
+/// The compilations of a run and their overlap with the steps: compile events nested in one
+/// another, or running inside one another on two threads, count once.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Compilations {
-    /// Stretches of time covered by compile events.
+    /// Compilations: runtime entry points (overlapping ones once), and XLA backend runs
+    /// outside them.
     pub count: usize,
+    /// The time covered by compile events (entry points, HLO passes, backends).
     pub total_ps: u64,
     /// Steps (in step order) and how many of them hold compile time; the first step is apart:
     /// a program usually compiles at its first call.
@@ -67,41 +103,47 @@ impl Compilations {
 /// The compilations in `run`'s host planes, against the steps of `s` (same clock: the host
 /// planes' times, which XProf's step grouping also uses).
 pub fn compilations(s: &OpStats, run: &crate::LoadedRun) -> Compilations {
-    let mut spans: Vec<(i64, i64)> = Vec::new();
+    let mut spans: Vec<(i64, i64, Part)> = Vec::new();
     for h in &run.hosts {
         for plane in h.model.planes.iter().filter(|p| p.name == "/host:CPU") {
             for line in &plane.lines {
-                let mut end_of_open = i64::MIN;
+                // The outermost compile events of the thread.
                 let mut events: Vec<_> = line
                     .events
                     .iter()
-                    .filter(|e| e.duration_ps > 0 && is_compile(&plane.meta(e).name))
+                    .filter(|e| e.duration_ps > 0)
+                    .filter_map(|e| part(&plane.meta(e).name).map(|k| (e, k)))
                     .collect();
-                events.sort_by_key(|e| (e.start_ps, std::cmp::Reverse(e.duration_ps)));
-                for e in events {
-                    if e.start_ps < end_of_open {
-                        continue;
+                events.sort_by_key(|(e, _)| (e.start_ps, std::cmp::Reverse(e.duration_ps)));
+                let mut end_of_open = i64::MIN;
+                for (e, k) in events {
+                    if e.start_ps >= end_of_open {
+                        end_of_open = e.end_ps();
+                        spans.push((e.start_ps, e.end_ps(), k));
                     }
-                    end_of_open = e.end_ps();
-                    spans.push((e.start_ps, e.end_ps()));
                 }
             }
         }
     }
-    // One runtime's entry point runs inside another's on another thread (JAX's
-    // `backend_compile_and_load` around the PjRt client's `Compile`): a compilation is a
-    // stretch of time covered by compile events, on any thread.
-    spans.sort_unstable();
-    let mut merged: Vec<(i64, i64)> = Vec::with_capacity(spans.len());
-    for (b, e) in spans {
-        match merged.last_mut() {
-            Some(last) if b <= last.1 => last.1 = last.1.max(e),
-            _ => merged.push((b, e)),
-        }
-    }
-    let spans = merged;
+    // Compilations: the entry points' stretches of time, on any thread (JAX's
+    // `backend_compile_and_load` runs around the PjRt client's `Compile` on another), plus
+    // each backend run outside them (TensorFlow's jit_compile). The time: every compile event.
+    let entries = union(
+        spans
+            .iter()
+            .filter(|x| x.2 == Part::Entry)
+            .map(|x| (x.0, x.1))
+            .collect(),
+    );
+    let inside_entry = |b: i64, e: i64| entries.iter().any(|&(eb, ee)| b < ee && eb < e);
+    let bare_backends = spans
+        .iter()
+        .filter(|x| x.2 == Part::Backend && !inside_entry(x.0, x.1))
+        .count();
+    let count = entries.len() + bare_backends;
+    let spans = union(spans.into_iter().map(|x| (x.0, x.1)).collect());
     let mut c = Compilations {
-        count: spans.len(),
+        count,
         total_ps: spans
             .iter()
             .map(|(b, e)| e.saturating_sub(*b) as u64)
@@ -132,7 +174,11 @@ pub fn compilations(s: &OpStats, run: &crate::LoadedRun) -> Compilations {
 
 #[cfg(test)]
 mod tests {
-    use super::is_compile;
+    use super::{Part, part};
+
+    fn is_compile(name: &str) -> bool {
+        part(name).is_some()
+    }
 
     #[test]
     fn compile_entry_points_of_each_runtime_count_python_frames_do_not() {
@@ -142,6 +188,8 @@ mod tests {
             "XLAGraphExecutor::Compile",
             "backend_compile_and_load",
             "XlaCompile",
+            "CpuCompiler::RunBackend",
+            "HLO passes through layout assignment",
         ] {
             assert!(is_compile(n), "{n}");
         }
@@ -153,5 +201,7 @@ mod tests {
         ] {
             assert!(!is_compile(n), "{n}");
         }
+        assert_eq!(part("CpuCompiler::RunBackend"), Some(Part::Backend));
+        assert_eq!(part("JitCompiler::Compile"), Some(Part::Entry));
     }
 }

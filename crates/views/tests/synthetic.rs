@@ -1437,3 +1437,33 @@ fn a_compilation_in_the_first_step_only_is_not_reported() {
             .all(|x| x["ruleName"] != "RecompilationRule")
     );
 }
+
+/// TensorFlow's jit_compile leaves no runtime entry point, only XLA's compiler: each backend
+/// run is a compilation, its HLO passes and inner `…::Compile` add time but no count.
+#[test]
+fn compilations_without_an_entry_point_count_backend_runs() {
+    const US: u64 = 1_000_000;
+    let b = steps_and_compiles(
+        &[0, 20, 40],
+        &[
+            ("HLO passes through layout assignment", 21, 2), // [21, 23]
+            ("CpuCompiler::RunBackend", 23, 5),              // [23, 28]
+            ("JitCompiler::Compile", 24, 3),                 // nested
+            ("CpuCompiler::RunBackend", 42, 4),              // [42, 46]
+        ],
+        &[],
+    );
+    let (_d, r) = loaded(&b);
+    let s = r.op_stats().unwrap();
+    let c = xprof_views::recompile::compilations(&s, &r);
+    let want = xprof_views::recompile::Compilations {
+        count: 2,
+        total_ps: (7 + 4) * US,
+        steps: 3,
+        steps_with_compile: 2,
+        later_steps_with_compile: 2,
+        later_step_ps: 20 * US,
+        later_compile_ps: 11 * US,
+    };
+    assert_eq!(c, want);
+}

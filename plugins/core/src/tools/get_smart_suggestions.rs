@@ -26,8 +26,8 @@ impl Tool for GetSmartSuggestions {
          DataShuffleBound, BarrierCores and DebugPrint (share of step time of `barrier-cores` / \
          `debug_print` events per TPU core and host), then ours (`source: xprof-rs`): \
          compute/memory/latency bound on measured utilization, and Recompilation — XLA \
-         compilations (PjRt, JAX, PyTorch/XLA and TensorFlow compile entry points on the host \
-         threads) inside the steps after the first, which XProf's step breakdown counts as \
+         compilations (PjRt, JAX, PyTorch/XLA and TensorFlow compile entry points, and XLA's \
+         own backend runs, on the host threads) inside the steps after the first, which XProf's step breakdown counts as \
          host compute (`signals.compilations`). Open-source XProf runs only BarrierCores of its rules (`source: \
          xprof`); the others are in its source but run only in Google's internal build \
          (`source: xprof-internal`), so XProf's own view never shows them. Every suggestion lists the signal values behind it; `signals` \
