@@ -295,15 +295,7 @@ pub fn table_with_kernels(
         }
         t.records.push(r);
     }
-    let (task, arch) = model_tracker(t.records.iter().map(|r| {
-        (
-            r["operation"].as_str().unwrap_or_default(),
-            r["type"].as_str().unwrap_or_default(),
-        )
-    }));
-    t.prop("architecture_type", arch);
-    t.prop("task_type", task);
-    t
+    with_model_properties(t)
 }
 
 /// Our view for a CPU capture, where XProf's table holds only IDLE rows: the XLA ops the CPU
@@ -358,6 +350,11 @@ pub fn host_executed_table(s: &OpStats, exclude_idle: bool) -> Option<Table> {
         }
         t.records.push(r);
     }
+    Some(with_model_properties(t))
+}
+
+/// The table with XProf's `ModelTracker` properties read from its rows.
+fn with_model_properties(mut t: Table) -> Table {
     let (task, arch) = model_tracker(t.records.iter().map(|r| {
         (
             r["operation"].as_str().unwrap_or_default(),
@@ -366,7 +363,7 @@ pub fn host_executed_table(s: &OpStats, exclude_idle: bool) -> Option<Table> {
     }));
     t.prop("architecture_type", arch);
     t.prop("task_type", task);
-    Some(t)
+    t
 }
 
 fn record(
