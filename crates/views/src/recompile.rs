@@ -106,13 +106,25 @@ pub fn compilations(s: &OpStats, run: &crate::LoadedRun) -> Compilations {
     let mut spans: Vec<(i64, i64, Part)> = Vec::new();
     for h in &run.hosts {
         for plane in h.model.planes.iter().filter(|p| p.name == "/host:CPU") {
+            // Names are classified once per metadata entry, not once per event (a host plane
+            // can hold millions of events and a few thousand names).
+            let parts: Vec<Option<Part>> = plane.metadata.iter().map(|m| part(&m.name)).collect();
+            if parts.iter().all(Option::is_none) {
+                continue;
+            }
             for line in &plane.lines {
                 // The outermost compile events of the thread.
                 let mut events: Vec<_> = line
                     .events
                     .iter()
                     .filter(|e| e.duration_ps > 0)
-                    .filter_map(|e| part(&plane.meta(e).name).map(|k| (e, k)))
+                    .filter_map(|e| {
+                        parts
+                            .get(e.metadata as usize)
+                            .copied()
+                            .flatten()
+                            .map(|k| (e, k))
+                    })
                     .collect();
                 events.sort_by_key(|(e, _)| (e.start_ps, std::cmp::Reverse(e.duration_ps)));
                 let mut end_of_open = i64::MIN;
