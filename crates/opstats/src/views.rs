@@ -1386,6 +1386,16 @@ pub fn steps_summary(s: &OpStats) -> Value {
                 "step_time_ps_min": ps.iter().min(),
                 "step_time_ps_max": ps.iter().max(),
                 "step_time_ps_total": ps.iter().fold(0u64, |a, b| a.saturating_add(*b)),
+                // The average XProf's overview reports: without the first and last of more
+                // than 5 host steps, which often hold compilation or a partial step.
+                "complete_step_time_ms_average": (!st.complete_steps.is_empty()).then(|| {
+                    let ms: Vec<f64> = st
+                        .complete_steps
+                        .iter()
+                        .map(|x| x.duration_ps() as f64 / 1e9)
+                        .collect();
+                    mean_sd(&ms).0
+                }),
             }),
         );
     }

@@ -18,7 +18,8 @@ impl Tool for GetStepTrace {
          `_r` root events with their flows (`steps_source`) — each with begin, duration (exact \
          ps), breakdown (generic components on CPU/GPU, self time per HLO category on TPU) and \
          `complete`: whether XProf's overview counts it (of more than 5 host steps it drops the \
-         first and last as maybe incomplete; `complete_count` counts the rest). \
+         first and last as maybe incomplete; `complete_count` counts the rest, and the summary's \
+         `complete_step_time_ms_average` averages them as XProf's overview does). \
          Without steps the answer says why (`no_steps_reason`: no markers, TensorFlow loop ops \
          or an executor loop, groups without a step marker) and what to do (`no_steps_advice`), \
          and carries `steps_inferred` where \
@@ -99,5 +100,16 @@ mod tests {
             .collect();
         assert_eq!(complete, [false, true, true, true, true, false]);
         assert_eq!(r["complete_count"], json!(4));
+        // The summary's complete-step average is the mean of the flagged steps.
+        let steps = r["steps"].as_array().unwrap();
+        let mean = steps[1..5]
+            .iter()
+            .map(|s| s["duration_ps"].as_f64().unwrap() / 1e9)
+            .sum::<f64>()
+            / 4.0;
+        let got = r["summary"]["complete_step_time_ms_average"]
+            .as_f64()
+            .unwrap();
+        assert!((got - mean).abs() <= 1e-9 * mean, "{got} vs {mean}");
     }
 }
