@@ -6,6 +6,7 @@
 
 use serde_json::{Value, json};
 use xprof_opstats::OpStats;
+use xprof_opstats::model::HostSpace;
 
 /// What part of a compilation an event is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,88 +101,137 @@ impl Compilations {
     }
 }
 
-/// The compilations in `run`'s host planes, against the steps of `s` (same clock: the host
-/// planes' times, which XProf's step grouping also uses).
-pub fn compilations(s: &OpStats, run: &crate::LoadedRun) -> Compilations {
+/// The compile events of one host: the outermost per thread, with their part. Feed the spans
+/// of every host of a run to [`CompileSpans::summarize`].
+pub fn host_compile_spans(space: &HostSpace) -> CompileSpans {
     let mut spans: Vec<(i64, i64, Part)> = Vec::new();
-    for h in &run.hosts {
-        for plane in h.model.planes.iter().filter(|p| p.name == "/host:CPU") {
-            // Names are classified once per metadata entry, not once per event (a host plane
-            // can hold millions of events and a few thousand names).
-            let parts: Vec<Option<Part>> = plane.metadata.iter().map(|m| part(&m.name)).collect();
-            if parts.iter().all(Option::is_none) {
-                continue;
-            }
-            for line in &plane.lines {
-                // The outermost compile events of the thread.
-                let mut events: Vec<_> = line
-                    .events
-                    .iter()
-                    .filter(|e| e.duration_ps > 0)
-                    .filter_map(|e| {
-                        parts
-                            .get(e.metadata as usize)
-                            .copied()
-                            .flatten()
-                            .map(|k| (e, k))
-                    })
-                    .collect();
-                events.sort_by_key(|(e, _)| (e.start_ps, std::cmp::Reverse(e.duration_ps)));
-                let mut end_of_open = i64::MIN;
-                for (e, k) in events {
-                    if e.start_ps >= end_of_open {
-                        end_of_open = e.end_ps();
-                        spans.push((e.start_ps, e.end_ps(), k));
-                    }
+    for plane in space.planes.iter().filter(|p| p.name == "/host:CPU") {
+        // Names are classified once per metadata entry, not once per event (a host plane can
+        // hold millions of events and a few thousand names).
+        let parts: Vec<Option<Part>> = plane.metadata.iter().map(|m| part(&m.name)).collect();
+        if parts.iter().all(Option::is_none) {
+            continue;
+        }
+        for line in &plane.lines {
+            let mut events: Vec<_> = line
+                .events
+                .iter()
+                .filter(|e| e.duration_ps > 0)
+                .filter_map(|e| {
+                    parts
+                        .get(e.metadata as usize)
+                        .copied()
+                        .flatten()
+                        .map(|k| (e, k))
+                })
+                .collect();
+            events.sort_by_key(|(e, _)| (e.start_ps, std::cmp::Reverse(e.duration_ps)));
+            let mut end_of_open = i64::MIN;
+            for (e, k) in events {
+                if e.start_ps >= end_of_open {
+                    end_of_open = e.end_ps();
+                    spans.push((e.start_ps, e.end_ps(), k));
                 }
             }
         }
     }
-    // Compilations: the entry points' stretches of time, on any thread (JAX's
-    // `backend_compile_and_load` runs around the PjRt client's `Compile` on another), plus
-    // each backend run outside them (TensorFlow's jit_compile). The time: every compile event.
-    let entries = union(
-        spans
+    CompileSpans(spans)
+}
+
+/// Compile events of one or more hosts (see [`host_compile_spans`]).
+#[derive(Clone, Debug, Default)]
+pub struct CompileSpans(Vec<(i64, i64, Part)>);
+
+impl CompileSpans {
+    pub fn extend(&mut self, other: CompileSpans) {
+        self.0.extend(other.0);
+    }
+
+    /// The time covered by compile events, merged: `(begin, end)` in ps, sorted.
+    fn covered(&self) -> Vec<(i64, i64)> {
+        union(self.0.iter().map(|x| (x.0, x.1)).collect())
+    }
+
+    /// The time covered by compile events, to ask how much of it falls in a step.
+    pub fn covering(&self) -> Covered {
+        Covered(self.covered())
+    }
+
+    /// The compilations against the steps of `s` (same clock: the host planes' times, which
+    /// XProf's step grouping also uses).
+    pub fn summarize(&self, s: &OpStats) -> Compilations {
+        // Compilations: the entry points' stretches of time, on any thread (JAX's
+        // `backend_compile_and_load` runs around the PjRt client's `Compile` on another),
+        // plus each backend run outside them (TensorFlow's jit_compile). The time: every
+        // compile event.
+        let entries = union(
+            self.0
+                .iter()
+                .filter(|x| x.2 == Part::Entry)
+                .map(|x| (x.0, x.1))
+                .collect(),
+        );
+        let inside_entry = |b: i64, e: i64| entries.iter().any(|&(eb, ee)| b < ee && eb < e);
+        let bare_backends = self
+            .0
             .iter()
-            .filter(|x| x.2 == Part::Entry)
-            .map(|x| (x.0, x.1))
-            .collect(),
-    );
-    let inside_entry = |b: i64, e: i64| entries.iter().any(|&(eb, ee)| b < ee && eb < e);
-    let bare_backends = spans
-        .iter()
-        .filter(|x| x.2 == Part::Backend && !inside_entry(x.0, x.1))
-        .count();
-    let count = entries.len() + bare_backends;
-    let spans = union(spans.into_iter().map(|x| (x.0, x.1)).collect());
-    let mut c = Compilations {
-        count,
-        total_ps: spans
-            .iter()
-            .map(|(b, e)| e.saturating_sub(*b) as u64)
-            .fold(0, u64::saturating_add),
-        steps: s.steps.steps.len(),
-        ..Default::default()
-    };
-    for (i, step) in s.steps.steps.iter().enumerate() {
-        let (b, d) = (step.begin_ps(), step.duration_ps());
-        let e = b.saturating_add(d.min(i64::MAX as u64) as i64);
-        let inside: u64 = spans
-            .iter()
-            .map(|&(cb, ce)| ce.min(e).saturating_sub(cb.max(b)).max(0) as u64)
-            .fold(0, u64::saturating_add);
-        if inside > 0 {
-            c.steps_with_compile += 1;
-        }
-        if i > 0 {
-            c.later_step_ps = c.later_step_ps.saturating_add(d);
-            c.later_compile_ps = c.later_compile_ps.saturating_add(inside.min(d));
+            .filter(|x| x.2 == Part::Backend && !inside_entry(x.0, x.1))
+            .count();
+        let spans = self.covered();
+        let mut c = Compilations {
+            count: entries.len() + bare_backends,
+            total_ps: spans
+                .iter()
+                .map(|(b, e)| e.saturating_sub(*b) as u64)
+                .fold(0, u64::saturating_add),
+            steps: s.steps.steps.len(),
+            ..Default::default()
+        };
+        for (i, step) in s.steps.steps.iter().enumerate() {
+            let d = step.duration_ps();
+            let inside = inside(&spans, step.begin_ps(), d);
             if inside > 0 {
-                c.later_steps_with_compile += 1;
+                c.steps_with_compile += 1;
+            }
+            if i > 0 {
+                c.later_step_ps = c.later_step_ps.saturating_add(d);
+                c.later_compile_ps = c.later_compile_ps.saturating_add(inside);
+                if inside > 0 {
+                    c.later_steps_with_compile += 1;
+                }
             }
         }
+        c
     }
-    c
+}
+
+/// The time compile events cover (see [`CompileSpans::covering`]).
+pub struct Covered(Vec<(i64, i64)>);
+
+impl Covered {
+    /// Compile time inside `[begin, begin + duration)`, at most `duration`.
+    pub fn inside(&self, begin: i64, duration: u64) -> u64 {
+        inside(&self.0, begin, duration)
+    }
+}
+
+/// Time of the merged `spans` inside `[begin, begin + duration)`.
+fn inside(spans: &[(i64, i64)], begin: i64, duration: u64) -> u64 {
+    let end = begin.saturating_add(duration.min(i64::MAX as u64) as i64);
+    spans
+        .iter()
+        .map(|&(cb, ce)| ce.min(end).saturating_sub(cb.max(begin)).max(0) as u64)
+        .fold(0, u64::saturating_add)
+        .min(duration)
+}
+
+/// The compilations in `run`'s host planes, against the steps of `s`.
+pub fn compilations(s: &OpStats, run: &crate::LoadedRun) -> Compilations {
+    let mut spans = CompileSpans::default();
+    for h in &run.hosts {
+        spans.extend(host_compile_spans(&h.model));
+    }
+    spans.summarize(s)
 }
 
 #[cfg(test)]

@@ -49,6 +49,16 @@ pub fn op_stats_with<'a>(
     s: &'a Session,
     opts: xprof_opstats::BuildOptions,
 ) -> Result<(OpStats, Vec<&'a HostFile>, Vec<String>), ToolError> {
+    op_stats_visiting(call, s, opts, |_| {})
+}
+
+/// [`op_stats_with`], showing each host's model to `visit` before it is dropped.
+pub fn op_stats_visiting<'a>(
+    call: &mut Call,
+    s: &'a Session,
+    opts: xprof_opstats::BuildOptions,
+    mut visit: impl FnMut(&xprof_opstats::model::HostSpace),
+) -> Result<(OpStats, Vec<&'a HostFile>, Vec<String>), ToolError> {
     let hosts = selected_hosts(call, s)?;
     for h in &hosts {
         call.read_file(&h.path);
@@ -70,6 +80,7 @@ pub fn op_stats_with<'a>(
         )
         .map_err(load_error)?;
         warnings.extend(w);
+        visit(&space);
         per_host.push(xprof_opstats::build_with(&space, opts));
         // The last model of a one-shot CLI call is left to process exit, which returns its
         // memory whole: running its destructors (millions of events, most freed across

@@ -1,7 +1,7 @@
 use serde_json::{Map, Value, json};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use crate::common::{op_stats_with, session, with_capture};
+use crate::common::{op_stats_visiting, session, with_capture};
 
 pub struct GetStepTrace;
 register_tool!(GetStepTrace);
@@ -19,7 +19,9 @@ impl Tool for GetStepTrace {
          ps), breakdown (generic components on CPU/GPU, self time per HLO category on TPU) and \
          `complete`: whether XProf's overview counts it (of more than 5 host steps it drops the \
          first and last as maybe incomplete; `complete_count` counts the rest, and the summary's \
-         `complete_step_time_ms_average` averages them as XProf's overview does). \
+         `complete_step_time_ms_average` averages them as XProf's overview does), and \
+         `compile_ps_measured`: the XLA compilation inside the step (ours: XProf's breakdown \
+         counts it as host compute; see get_smart_suggestions' RecompilationRule). \
          Without steps the answer says why (`no_steps_reason`: no markers, TensorFlow loop ops \
          or an executor loop, groups without a step marker) and what to do (`no_steps_advice`), \
          and carries `steps_inferred` where \
@@ -52,10 +54,12 @@ impl Tool for GetStepTrace {
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let limit = call.usize_or("limit", 100)?.max(1);
         let s = session(call)?;
-        let (st, used, warnings) = op_stats_with(
+        let mut compiles = xprof_views::recompile::CompileSpans::default();
+        let (st, used, warnings) = op_stats_visiting(
             call,
             &s,
             xprof_opstats::BuildOptions::STEPS_AND_OP_DATABASES,
+            |space| compiles.extend(xprof_views::recompile::host_compile_spans(space)),
         )?;
         let mut summary = xprof_opstats::views::steps_summary(&st);
         let mut body: Map<String, Value> = summary
@@ -63,6 +67,12 @@ impl Tool for GetStepTrace {
             .map(std::mem::take)
             .unwrap_or_default();
         if let Some(Value::Array(v)) = body.get_mut("steps") {
+            // Ours: XLA compilation inside each step, which XProf's breakdown counts as host
+            // compute (the steps are listed in the engine's order).
+            let compiles = compiles.covering();
+            for (step, x) in v.iter_mut().zip(&st.steps.steps) {
+                step["compile_ps_measured"] = json!(compiles.inside(x.begin_ps(), x.duration_ps()));
+            }
             let total = v.len();
             v.truncate(limit);
             let n = v.len();
@@ -111,5 +121,32 @@ mod tests {
             .as_f64()
             .unwrap();
         assert!((got - mean).abs() <= 1e-9 * mean, "{got} vs {mean}");
+        // Shapes do not change: nothing compiles inside the steps.
+        assert!(steps.iter().all(|s| s["compile_ps_measured"] == json!(0)));
+    }
+
+    /// A real PyTorch/XLA loop with a new batch size at each step after the first: those
+    /// steps are mostly XLA compilation, the first (warmed-up shapes) none.
+    #[test]
+    fn steps_that_recompile_show_their_compile_time() {
+        let path = testing::workspace_root(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/ptxla-cpu/logdir/plugins/profile/ptxla_recompile");
+        let args = json!({"path": path.display().to_string()});
+        let r = invoke_json(
+            env!("CARGO_CRATE_NAME"),
+            "get_step_trace",
+            &args.to_string(),
+            "{}",
+        )
+        .unwrap()["result"]
+            .clone();
+        let steps = r["steps"].as_array().unwrap();
+        assert_eq!(steps.len(), 3);
+        assert_eq!(steps[0]["compile_ps_measured"], json!(0));
+        for s in &steps[1..] {
+            let c = s["compile_ps_measured"].as_u64().unwrap();
+            let d = s["duration_ps"].as_u64().unwrap();
+            assert!(c <= d && c * 2 > d, "{c} of {d}");
+        }
     }
 }
