@@ -26,8 +26,9 @@ impl Tool for GetFrameworkOpStats {
          and the execution mode. Rows are sorted by self time. --include_idle=false drops the \
          IDLE rows (XProf's second table). Where XProf counts 0 FLOPs for custom calls we print \
          null with the reason and the trace's own count as `*_measured`. On a CPU capture, where \
-         XProf's table has only IDLE rows, `host_executed` groups the XLA ops the CPU backend ran \
-         on host threads by framework op the same way (our view, labelled; no FLOP counts)."
+         XProf's table leaves out the XLA ops (only IDLE rows, or TensorFlow's own host ops), \
+         `host_executed` groups the XLA ops the CPU backend ran on host threads by framework op \
+         the same way (our view, labelled; no FLOP counts)."
     }
     fn params(&self) -> Params {
         Params::new()
@@ -128,7 +129,8 @@ fn host_executed(
         "what".into(),
         json!(
             "the XLA ops the CPU backend ran on host threads, grouped by framework op as XProf \
-             groups device ops (our view: XProf's table above has only IDLE rows for a CPU capture)"
+             groups device ops (our view: XProf's table above leaves out the XLA ops of a CPU \
+             capture)"
         ),
     );
     m.insert(
