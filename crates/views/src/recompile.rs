@@ -19,7 +19,7 @@ enum Part {
     /// inside one of these or inside the backend, and counts once.
     Entry,
     /// XLA's backend (`CpuCompiler::RunBackend`, `GpuCompiler::RunBackend`): once per
-    /// compilation, and the only trace of one TensorFlow's `jit_compile` leaves.
+    /// compilation, and the only trace a TensorFlow `jit_compile` compilation leaves.
     Backend,
     /// XLA's HLO passes (`…Compiler::RunHloPasses`, `HLO passes …`), before the backend.
     Passes,
@@ -93,6 +93,7 @@ impl Compilations {
         json!({
             "compilations": self.count,
             "compile_time_ms": self.total_ps as f64 / 1e9,
+            "compile_time_ps": self.total_ps,
             "steps": self.steps,
             "steps_with_compile": self.steps_with_compile,
             "steps_after_the_first_with_compile": self.later_steps_with_compile,
