@@ -84,24 +84,30 @@ impl Tool for GetStepTrace {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
     use xprof_plugin_api::sdk::{invoke_json, testing};
 
-    /// Each step says whether XProf's overview counts it: of the six PyTorch/XLA steps, all but
-    /// the first and the last.
-    #[test]
-    fn steps_say_whether_xprofs_overview_counts_them() {
+    /// get_step_trace on a run of the PyTorch/XLA fixtures.
+    fn step_trace(run: &str) -> Value {
         let path = testing::workspace_root(env!("CARGO_MANIFEST_DIR"))
-            .join("fixtures/ptxla-cpu/logdir/plugins/profile/ptxla_train");
+            .join("fixtures/ptxla-cpu/logdir/plugins/profile")
+            .join(run);
         let args = json!({"path": path.display().to_string()});
-        let r = invoke_json(
+        invoke_json(
             env!("CARGO_CRATE_NAME"),
             "get_step_trace",
             &args.to_string(),
             "{}",
         )
         .unwrap()["result"]
-            .clone();
+            .clone()
+    }
+
+    /// Each step says whether XProf's overview counts it: of the six PyTorch/XLA steps, all but
+    /// the first and the last.
+    #[test]
+    fn steps_say_whether_xprofs_overview_counts_them() {
+        let r = step_trace("ptxla_train");
         let complete: Vec<bool> = r["steps"]
             .as_array()
             .unwrap()
@@ -129,17 +135,7 @@ mod tests {
     /// steps are mostly XLA compilation, the first (warmed-up shapes) none.
     #[test]
     fn steps_that_recompile_show_their_compile_time() {
-        let path = testing::workspace_root(env!("CARGO_MANIFEST_DIR"))
-            .join("fixtures/ptxla-cpu/logdir/plugins/profile/ptxla_recompile");
-        let args = json!({"path": path.display().to_string()});
-        let r = invoke_json(
-            env!("CARGO_CRATE_NAME"),
-            "get_step_trace",
-            &args.to_string(),
-            "{}",
-        )
-        .unwrap()["result"]
-            .clone();
+        let r = step_trace("ptxla_recompile");
         let steps = r["steps"].as_array().unwrap();
         assert_eq!(steps.len(), 3);
         assert_eq!(steps[0]["compile_ps_measured"], json!(0));
