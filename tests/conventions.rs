@@ -417,3 +417,49 @@ fn malformed_and_missing_captures_are_errors_never_internal() {
         bad.join("\n\n")
     );
 }
+
+/// `diff_sessions` takes two captures by keyword rather than the capture selector, so the
+/// loops above do not reach it: the same conventions, with the failing side named.
+#[test]
+fn diff_sessions_keeps_the_conventions_and_names_the_failing_side() {
+    let sb = Sandbox::new();
+    let good = fixtures().join("jax-cpu/logdir/plugins/profile/mlp_steps");
+    let run = sb.path().join("bad/plugins/profile/run");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::write(run.join("host0.xplane.pb"), b"\x3b\xff\xff\xff").unwrap();
+    let before = snapshot(&good);
+    let arg = |k: &str, p: &Path| format!("--{k}={}", p.display());
+    let r = sb.run(&[
+        "diff_sessions",
+        &arg("baseline_session_id", &good),
+        &arg("optimized_session_id", &good),
+        "--no_cache",
+    ]);
+    assert_eq!(
+        violations("diff_sessions", "a capture against itself", &r),
+        None
+    );
+    assert_eq!(r.json()["verdict"]["result"], "unchanged");
+    for (side, path, code) in [
+        ("optimized_session_id", run.as_path(), 4),
+        ("optimized_session_id", &sb.path().join("nowhere"), 3),
+    ] {
+        let r = sb.run(&[
+            "diff_sessions",
+            &arg("baseline_session_id", &good),
+            &arg(side, path),
+            "--no_cache",
+        ]);
+        assert_eq!(r.code, code, "{side}={}: {}", path.display(), r.stderr);
+        assert_eq!(violations("diff_sessions", "a bad side", &r), None);
+        assert!(r.stderr.contains(&format!("--{side}: ")), "{}", r.stderr);
+    }
+    // Without the second capture: a usage error.
+    let r = sb.run(&["diff_sessions", &arg("baseline_session_id", &good)]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert_eq!(
+        before,
+        snapshot(&good),
+        "diff_sessions wrote into a run directory"
+    );
+}

@@ -10,6 +10,9 @@
 //!   one `OpStats` with [`xprof_opstats::combine`], plus each TPU plane's `core_details`), or
 //!   opened with the zero-copy reader indexing only the planes a raw view reads
 //!   ([`load::load_raw`]); errors are [`load::ViewLoadError`] with a kind and a hint.
+//! * [`diff`] — two captures compared: step time, op self time per step, by category, framework
+//!   op and HLO op, with a verdict (ours; XProf's agent CLI's `diff_sessions` keys raw kernel
+//!   names and reads device kernels only).
 //! * [`framework`] — framework_op_stats (XProf `op_stats_to_tf_stats.cc`).
 //! * [`pod`] — pod_viewer (`op_stats_to_pod_stats.cc`, `op_stats_to_pod_viewer.cc`).
 //! * [`input_pipeline`] — input_pipeline_analyzer (`op_stats_to_input_pipeline_analysis.cc`).
@@ -32,6 +35,7 @@
 
 pub mod counter_ids;
 pub mod counters;
+pub mod diff;
 pub mod framework;
 pub mod input_pipeline;
 pub mod kernel;

@@ -1,6 +1,7 @@
 mod aggregate_xplane_events;
 mod check_host_boundness;
 mod detect_unfused_reshapes;
+mod diff_sessions;
 mod get_device_information;
 mod get_framework_op_stats;
 mod get_hlo_stats;
