@@ -337,6 +337,11 @@ fn synthetic_captures(root: &Path) -> Vec<(String, PathBuf)> {
         &[("host0", &tpu_host("host0")), ("host1", &tpu_host("host1"))],
     );
     write("no_events", &[("idle", &empty)]);
+    // Async ops: start/done pairs, an Async XLA Ops line, a SparseCore.
+    write(
+        "async_ops",
+        &[("host0", &xprof_testkit::async_ops::async_host())],
+    );
     out
 }
 

@@ -81,6 +81,7 @@
 
 #![warn(missing_docs)]
 
+pub mod async_ops;
 pub mod bench_inputs;
 pub mod damage;
 pub mod gpu;

@@ -14,6 +14,8 @@
 //!   op and HLO op, with a verdict (ours; XProf's agent CLI's `diff_sessions` keys raw kernel
 //!   names and reads device kernels only).
 //! * [`framework`] — framework_op_stats (XProf `op_stats_to_tf_stats.cc`).
+//! * [`overlap`] — async-op overlap with compute and TPU engine concurrency (the method of
+//!   XProf's agent CLI's `analyze_async_overlap`), plus GPU collective kernels (ours).
 //! * [`pod`] — pod_viewer (`op_stats_to_pod_stats.cc`, `op_stats_to_pod_viewer.cc`).
 //! * [`input_pipeline`] — input_pipeline_analyzer (`op_stats_to_input_pipeline_analysis.cc`).
 //! * [`kernel`] — kernel_stats from GPU `kernel_details` (`xplane_to_kernel_stats_db.cc`,
@@ -41,6 +43,7 @@ pub mod input_pipeline;
 pub mod kernel;
 pub mod load;
 pub mod megascale;
+pub mod overlap;
 pub mod pod;
 pub mod recompile;
 pub mod suggestions;

@@ -465,3 +465,15 @@ fn write_synthetic_gpu_for_the_oracle() {
     let run = xprof_testkit::gpu::write_gpu_run(Path::new(&dir), "run").unwrap();
     eprintln!("wrote {}", run.display());
 }
+
+/// Writes `xprof_testkit::async_ops`'s run for XProf's agent CLI (`ASYNC_ORACLE_DIR=<dir>
+/// cargo test -p xprof-views --test oracle -- --ignored write_synthetic_async`, then
+/// `xprof analyze_async_overlap <dir>/plugins/profile/run` from a venv with xprof==2.24.2),
+/// whose output is kept in `tests/data/synthetic-async/`.
+#[test]
+#[ignore]
+fn write_synthetic_async_for_the_oracle() {
+    let dir = std::env::var("ASYNC_ORACLE_DIR").expect("ASYNC_ORACLE_DIR");
+    let run = xprof_testkit::async_ops::write_async_run(Path::new(&dir), "run").unwrap();
+    eprintln!("wrote {}", run.display());
+}

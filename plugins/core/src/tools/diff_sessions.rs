@@ -140,15 +140,12 @@ impl Tool for DiffSessions {
     }
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let limit = call.usize_or("limit", 20)?;
-        let tolerance_pct = match call.args().get("tolerance_pct") {
-            None | Some(Value::Null) => 2.0,
-            Some(v) => v
-                .as_f64()
-                .filter(|t| t.is_finite() && *t >= 0.0)
-                .ok_or_else(|| {
-                    ToolError::invalid(format!("--tolerance_pct must be a number >= 0 (got {v})"))
-                })?,
-        };
+        let tolerance_pct = call.f64_or("tolerance_pct", 2.0)?;
+        if !(tolerance_pct.is_finite() && tolerance_pct >= 0.0) {
+            return Err(ToolError::invalid(format!(
+                "--tolerance_pct must be a number >= 0 (got {tolerance_pct})"
+            )));
+        }
         let (b, b_compiles, b_block) = side(call, BASELINE)?;
         let (o, o_compiles, o_block) = side(call, OPTIMIZED)?;
         let mut body = diff(

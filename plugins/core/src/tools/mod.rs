@@ -1,4 +1,5 @@
 mod aggregate_xplane_events;
+mod analyze_async_overlap;
 mod check_host_boundness;
 mod detect_unfused_reshapes;
 mod diff_sessions;
