@@ -82,6 +82,7 @@
 #![warn(missing_docs)]
 
 pub mod async_ops;
+pub mod attribution;
 pub mod bench_inputs;
 pub mod damage;
 pub mod gpu;

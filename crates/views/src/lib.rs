@@ -10,6 +10,8 @@
 //!   one `OpStats` with [`xprof_opstats::combine`], plus each TPU plane's `core_details`), or
 //!   opened with the zero-copy reader indexing only the planes a raw view reads
 //!   ([`load::load_raw`]); errors are [`load::ViewLoadError`] with a kind and a hint.
+//! * [`attribution`] — device-time attribution: the union of kernel time, per line, the
+//!   custom-call share, kernels by duration (the method of XProf's agent CLI).
 //! * [`diff`] — two captures compared: step time, op self time per step, by category, framework
 //!   op and HLO op, with a verdict (ours; XProf's agent CLI's `diff_sessions` keys raw kernel
 //!   names and reads device kernels only).
@@ -35,6 +37,7 @@
 //! read fields by name. Where XProf prints a placeholder 0 we print `null` with
 //! `<field>_reason` (and `<field>_measured` when we can compute it).
 
+pub mod attribution;
 pub mod counter_ids;
 pub mod counters;
 pub mod diff;

@@ -477,3 +477,16 @@ fn write_synthetic_async_for_the_oracle() {
     let run = xprof_testkit::async_ops::write_async_run(Path::new(&dir), "run").unwrap();
     eprintln!("wrote {}", run.display());
 }
+
+/// Writes `xprof_testkit::attribution`'s run for XProf's agent CLI
+/// (`ATTRIBUTION_ORACLE_DIR=<dir> cargo test -p xprof-views --test oracle -- --ignored
+/// write_synthetic_attribution`, then `xprof get_device_time_attribution
+/// <dir>/plugins/profile/run` from a venv with xprof==2.24.2), whose output is kept in
+/// `tests/data/synthetic-attribution/`.
+#[test]
+#[ignore]
+fn write_synthetic_attribution_for_the_oracle() {
+    let dir = std::env::var("ATTRIBUTION_ORACLE_DIR").expect("ATTRIBUTION_ORACLE_DIR");
+    let run = xprof_testkit::attribution::write_attribution_run(Path::new(&dir), "run").unwrap();
+    eprintln!("wrote {}", run.display());
+}

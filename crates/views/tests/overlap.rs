@@ -8,17 +8,11 @@ use xprof_testkit::XSpaceBuilder;
 use xprof_views::load::{XSpace, read_raw};
 use xprof_views::overlap::{Thresholds, analyze};
 
-fn open(run: &Path) -> Vec<(String, XSpace)> {
-    vec![(
-        "host0".into(),
-        read_raw(&run.join("host0.xplane.pb"), |_| true).unwrap(),
-    )]
-}
-
-fn async_run() -> std::path::PathBuf {
-    let logdir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("synthetic-async-{}", std::process::id()));
-    xprof_testkit::async_ops::write_async_run(&logdir, "run").unwrap()
+/// `xprof_testkit::async_ops`'s run, decoded from the builder's bytes (what the run file
+/// holds).
+fn async_run() -> Vec<(String, XSpace)> {
+    let b = xprof_testkit::async_ops::async_host();
+    vec![("host0".into(), XSpace::from_bytes(b.to_bytes()).unwrap())]
 }
 
 /// XProf 2.24.2's `xprof analyze_async_overlap` on `xprof_testkit::async_ops`'s run (kept in
@@ -40,7 +34,7 @@ fn async_windows_equal_xprofs_agent_cli() {
         .unwrap(),
     )
     .unwrap();
-    let got = Value::Object(analyze(&open(&async_run()), Thresholds::default(), 20));
+    let got = Value::Object(analyze(&async_run(), Thresholds::default(), 20));
     assert_eq!(got["status"], want["status"]);
     for k in ["summary", "by_op", "by_plane", "concurrency", "thresholds"] {
         assert_eq!(got[k], want[k], "{k}");
@@ -68,7 +62,7 @@ fn thresholds_move_the_classes_and_top_k_cuts_the_rows() {
     // all-reduce's 0.9375 is partial when hidden needs 0.95; all-gather's 2/3 is exposed
     // at or below 0.7.
     let th = Thresholds::new(0.95, 0.7).unwrap();
-    let got = Value::Object(analyze(&open(&async_run()), th, 1));
+    let got = Value::Object(analyze(&async_run(), th, 1));
     assert_eq!(got["by_op"]["all-reduce"]["partial"], json!(1));
     assert_eq!(got["by_op"]["all-gather"]["exposed"], json!(1));
     assert_eq!(got["summary"]["hidden"], json!(0));

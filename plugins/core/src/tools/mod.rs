@@ -4,6 +4,7 @@ mod check_host_boundness;
 mod detect_unfused_reshapes;
 mod diff_sessions;
 mod get_device_information;
+mod get_device_time_attribution;
 mod get_framework_op_stats;
 mod get_hlo_stats;
 mod get_hosts;
