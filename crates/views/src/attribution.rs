@@ -85,14 +85,14 @@ fn union_len(v: &mut [(i64, i64)]) -> i64 {
         cur = match cur {
             Some((cs, ce)) if s <= ce => Some((cs, ce.max(e))),
             Some((cs, ce)) => {
-                total = total.saturating_add(ce - cs);
+                total = total.saturating_add(ce.saturating_sub(cs));
                 Some((s, e))
             }
             None => Some((s, e)),
         };
     }
     if let Some((cs, ce)) = cur {
-        total = total.saturating_add(ce - cs);
+        total = total.saturating_add(ce.saturating_sub(cs));
     }
     total
 }
@@ -218,7 +218,7 @@ pub fn device_time_attribution(
                 let mut events: Vec<Event> = line.events().collect();
                 events.sort_by_key(|e| {
                     let (s, end) = ns(e);
-                    (s, std::cmp::Reverse(end - s))
+                    (s, std::cmp::Reverse(end.saturating_sub(s)))
                 });
                 let mut cover_end = -1i64;
                 for e in &events {

@@ -145,7 +145,7 @@ impl Coverage {
         let mut prefix = Vec::with_capacity(merged.len() + 1);
         prefix.push(0i128);
         for (lo, hi) in &merged {
-            prefix.push(prefix.last().copied().unwrap_or(0) + (*hi - *lo) as i128);
+            prefix.push(prefix.last().copied().unwrap_or(0) + (*hi as i128 - *lo as i128));
         }
         Coverage { merged, prefix }
     }
@@ -162,10 +162,10 @@ impl Coverage {
         }
         let mut total = self.prefix[last] - self.prefix[first];
         let (flo, _) = self.merged[first];
-        total -= (lo - flo).max(0) as i128;
+        total -= (lo as i128 - flo as i128).max(0);
         let (_, lhi) = self.merged[last - 1];
-        total -= (lhi - hi).max(0) as i128;
-        total.max(0) as i64
+        total -= (lhi as i128 - hi as i128).max(0);
+        total.clamp(0, i64::MAX as i128) as i64
     }
 }
 
@@ -175,7 +175,7 @@ fn intersection(a: &[(i64, i64)], b: &[(i64, i64)]) -> i64 {
         let lo = a[i].0.max(b[j].0);
         let hi = a[i].1.min(b[j].1);
         if hi > lo {
-            total = total.saturating_add(hi - lo);
+            total = total.saturating_add(hi.saturating_sub(lo));
         }
         if a[i].1 < b[j].1 {
             i += 1;
@@ -541,7 +541,11 @@ fn concurrency(busy: &Busy, multi_host: bool) -> Vec<Value> {
         }
         engines.sort();
         let iv = |e: &(&str, &str)| &busy[&(host.clone(), e.0.to_string(), e.1.to_string())];
-        let total = |e: &(&str, &str)| iv(e).iter().map(|(lo, hi)| hi - lo).sum::<i64>();
+        let total = |e: &(&str, &str)| {
+            iv(e)
+                .iter()
+                .fold(0i64, |a, (lo, hi)| a.saturating_add(hi.saturating_sub(*lo)))
+        };
         let mut pairs: Vec<(i64, Value)> = Vec::new();
         for (i, a) in engines.iter().enumerate() {
             for b in &engines[i + 1..] {

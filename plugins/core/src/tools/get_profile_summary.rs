@@ -12,6 +12,10 @@ impl Tool for GetProfileSummary {
     fn name(&self) -> &'static str {
         "get_profile_summary"
     }
+    /// XProf's agent CLI has the same function under this name (it exports nothing).
+    fn aliases(&self) -> &'static [&'static str] {
+        &["export_json"]
+    }
     fn summary(&self) -> &'static str {
         "Short text summary: top HLO ops by self time"
     }
