@@ -342,3 +342,137 @@ fn earlier_directory_wins_a_plugin_name_clash() {
             .contains("already loaded")
     );
 }
+
+/// Flags of XProf's own agent CLI on the tools both have are accepted and do what that CLI
+/// does, so a call written for it works here (the agents know that one).
+#[test]
+fn xprofs_agent_cli_flags_work_on_the_tools_we_share() {
+    let sb = Sandbox::new();
+    let run = |args: &[&str]| -> Value {
+        let r = sb.run(args);
+        r.assert_ok();
+        r.json()
+    };
+    let mlp = fixtures().join("jax-cpu/logdir/plugins/profile/mlp_steps");
+    let mlp = mlp.to_str().unwrap();
+
+    // get_top_hlo_ops: a category substring, an op's base name.
+    let all = run(&["get_top_hlo_ops", mlp, "--limit=50", "--no_cache"]);
+    let dots = run(&[
+        "get_top_hlo_ops",
+        mlp,
+        "--category_filter=DOT",
+        "--limit=50",
+        "--no_cache",
+    ]);
+    let rows = dots["top_by_time"].as_array().unwrap();
+    assert!(!rows.is_empty());
+    assert!(rows.iter().all(|r| r["category"] == "dot"), "{rows:?}");
+    let want = all["top_by_time"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["category"] == "dot")
+        .count();
+    assert_eq!(dots["total_matched"], want);
+    let base = run(&[
+        "get_top_hlo_ops",
+        mlp,
+        "--op_name=dot",
+        "--limit=50",
+        "--no_cache",
+    ]);
+    for r in base["top_by_time"].as_array().unwrap() {
+        let n = r["name"].as_str().unwrap();
+        assert!(n == "dot" || n.starts_with("dot."), "{n}");
+    }
+    let none = run(&[
+        "get_top_hlo_ops",
+        mlp,
+        "--category_filter=convolution",
+        "--no_cache",
+    ]);
+    assert_eq!(none["top_by_time"], serde_json::json!([]));
+    assert!(
+        none["filter_reason"]
+            .as_str()
+            .unwrap()
+            .contains("convolution")
+    );
+
+    // get_hlo_stats: another order, a category, without nested rows.
+    let by_count = run(&[
+        "get_hlo_stats",
+        mlp,
+        "--sort_by=occurrences",
+        "--limit=0",
+        "--no_cache",
+    ]);
+    let counts: Vec<u64> = by_count["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["occurrences"].as_u64().unwrap())
+        .collect();
+    assert!(counts.windows(2).all(|w| w[0] >= w[1]), "{counts:?}");
+    assert_eq!(by_count["sorted_by"], "occurrences");
+    let fusions = run(&[
+        "get_hlo_stats",
+        mlp,
+        "--category_filter=fusion",
+        "--include_nested=false",
+        "--no_cache",
+    ]);
+    assert!(
+        fusions["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["category"].as_str().unwrap().contains("fusion"))
+    );
+    // A value outside the choices is a usage error naming them, as for every enum flag.
+    let r = sb.run(&["get_hlo_stats", mlp, "--sort_by=nonsense"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("occurrences"), "{}", r.stderr);
+
+    // get_hlo_neighborhood: --op_name is --instruction_name.
+    let matmul = fixtures().join("jax-cpu/logdir/plugins/profile/matmul");
+    let matmul = matmul.to_str().unwrap();
+    let a = run(&[
+        "get_hlo_neighborhood",
+        matmul,
+        "--op_name=ynn_fusion",
+        "--no_cache",
+    ]);
+    let b = run(&[
+        "get_hlo_neighborhood",
+        matmul,
+        "--instruction_name=ynn_fusion",
+        "--no_cache",
+    ]);
+    assert_eq!(a["nodes"], b["nodes"]);
+    let r = sb.run(&["get_hlo_neighborhood", matmul]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+
+    // Accepted for compatibility.
+    run(&[
+        "check_host_boundness",
+        mlp,
+        "--func_name=train_step",
+        "--no_cache",
+    ]);
+    run(&["get_overview", mlp, "--include_command=true", "--no_cache"]);
+    run(&["get_kernel_stats", mlp, "--kernel_name=gemm", "--no_cache"]);
+    run(&["export_json", mlp, "--no_cache"]);
+
+    // get_roofline_model: top_n is the limit; group_by=step lists every record set.
+    if let Some(c) = corpus() {
+        let seed = c.join("fixtures/seed-v6e/logdir");
+        let seed = seed.to_str().unwrap();
+        let one = run(&["get_roofline_model", seed, "--top_n=1", "--no_cache"]);
+        assert_eq!(one["records"].as_array().unwrap().len(), 1);
+        let steps = run(&["get_roofline_model", seed, "--group_by=step", "--no_cache"]);
+        let total = run(&["get_roofline_model", seed, "--step_filter=", "--no_cache"]);
+        assert_eq!(steps["records"], total["records"]);
+    }
+}

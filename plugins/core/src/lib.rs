@@ -3,6 +3,7 @@
 //! `xprof-opstats`).
 
 mod common;
+mod op_filter;
 mod tools;
 
 #[cfg(test)]

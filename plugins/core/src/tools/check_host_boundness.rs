@@ -23,7 +23,10 @@ impl Tool for CheckHostBoundness {
          Without step markers: INSUFFICIENT_DATA. `reasons` cite every number checked."
     }
     fn params(&self) -> Params {
-        Params::new().capture().host()
+        Params::new().capture().host().string(
+            "func_name",
+            "Accepted for XProf's agent CLI, which keeps it only for API compatibility; unused.",
+        )
     }
     fn output(&self) -> &'static str {
         "{capture, run, status: HOST_BOUND|NOT_HOST_BOUND|UNKNOWN|INSUFFICIENT_DATA, metrics: {tpu_duty_cycle_percent, idle_time_ratio_percent, idle_to_active_compute_ratio, equivalent_idle_chips, mxu_idleness_percent, hbm_bandwidth_utilization_percent, ici_read_utilization_percent, ici_write_utilization_percent, pure_idle_time_ms, total_duration_ms, number_of_steps, core_count}, reasons, recommendations}"

@@ -2,6 +2,7 @@ use serde_json::{Map, Value, json};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
 use crate::common::{session, with_capture};
+use crate::op_filter::OpFilter;
 
 pub struct GetHloStats;
 register_tool!(GetHloStats);
@@ -23,10 +24,24 @@ impl Tool for GetHloStats {
          and their FLOPs/bytes are null (the trace has none)."
     }
     fn params(&self) -> Params {
-        Params::new()
-            .capture()
-            .host()
-            .integer_min("limit", "Maximum rows (0 = all).", Some(100), 0)
+        OpFilter::params(
+            Params::new()
+                .capture()
+                .host()
+                .integer_min("limit", "Maximum rows (0 = all).", Some(100), 0)
+                .string_enum(
+                    "sort_by",
+                    "Row order (XProf's agent CLI's choices).",
+                    &["self_time", "total_time", "occurrences", "flops", "bandwidth"],
+                    "self_time",
+                )
+                .boolean(
+                    "include_nested",
+                    "Keep the rows of ops run inside another op (SparseCore ops, `parent_op_name`); XProf's table has them, its agent CLI hides them by default.",
+                    true,
+                ),
+            false,
+        )
     }
     fn output(&self) -> &'static str {
         "{capture, run, host_executed, total_time_ps, self_time_percent_basis, total_records, returned_records, truncated, rows: [...]}"
@@ -47,13 +62,36 @@ impl Tool for GetHloStats {
     }
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let limit = call.usize_or("limit", 100)?;
+        let filter = OpFilter::from_call(call)?;
+        let sort_by = call.str_or("sort_by", "self_time")?;
+        let include_nested = call.bool_or("include_nested", true)?;
         let s = session(call)?;
         let (st, used, warnings) =
             crate::common::op_stats_with(call, &s, xprof_opstats::BuildOptions::OP_DATABASES)?;
         let Some((db, host_executed)) = xprof_opstats::views::op_db(&st) else {
             return Ok(crate::common::no_op_data(call, &s, &st));
         };
-        let rows = xprof_opstats::views::hlo_stats_of(&st, db);
+        let mut rows = xprof_opstats::views::hlo_stats_of(&st, db);
+        let all_records = rows.len();
+        rows.retain(|r| {
+            filter.keep(r, None)
+                && (include_nested
+                    || r.get("parent_op_name")
+                        .and_then(Value::as_str)
+                        .is_none_or(str::is_empty))
+        });
+        // XProf's table is in self-time order already; the other orders are stable re-sorts.
+        let key = match sort_by.as_str() {
+            "total_time" => Some("total_time_ps"),
+            "occurrences" => Some("occurrences"),
+            "flops" => Some("flops"),
+            "bandwidth" => Some("measured_memory_bw"),
+            _ => None,
+        };
+        if let Some(k) = key {
+            let v = |r: &Map<String, Value>| r.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+            rows.sort_by(|a, b| v(b).total_cmp(&v(a)));
+        }
         let total = rows.len();
         let shown: Vec<Value> = rows
             .into_iter()
@@ -68,6 +106,15 @@ impl Tool for GetHloStats {
             json!(xprof_opstats::views::self_time_basis(host_executed)),
         );
         body.insert("total_records".into(), json!(total));
+        if total < all_records || filter.is_active() {
+            body.insert("unfiltered_records".into(), json!(all_records));
+            if total == 0 && filter.is_active() {
+                body.insert("filter_reason".into(), json!(filter.nothing_matched()));
+            }
+        }
+        if key.is_some() {
+            body.insert("sorted_by".into(), json!(sort_by));
+        }
         body.insert("returned_records".into(), json!(shown.len()));
         body.insert("truncated".into(), json!(shown.len() < total));
         body.insert("rows".into(), Value::Array(shown));

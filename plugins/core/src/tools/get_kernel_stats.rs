@@ -36,6 +36,10 @@ impl Tool for GetKernelStats {
             .capture()
             .host()
             .integer_min("limit", "Maximum rows (0 = all).", Some(50), 0)
+            .string(
+                "kernel_name",
+                "Only kernels of exactly this name (XProf's agent CLI's filter).",
+            )
     }
     fn output(&self) -> &'static str {
         "{capture, run, gpu_planes, kernel_events, table: {columns, total_records, truncated, records: [{rank, kernel_name, registers_per_thread, shmem_bytes, block_dim, grid_dim, occupancy_pct, is_op_tensor_core_eligible, is_kernel_using_tensor_core, op_name, occurrences, total_duration_us, total_duration_ns, avg_duration_us, min_duration_us, max_duration_us}]}}"
@@ -51,6 +55,7 @@ impl Tool for GetKernelStats {
     }
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let limit = call.usize_or("limit", 50)?;
+        let kernel_name = call.opt_nonempty("kernel_name")?;
         let s = session(call)?;
         let (raw, used) = load_raw(call, &s, xprof_views::load::gpu_planes)?;
         for f in &s.hlo_protos {
@@ -61,7 +66,13 @@ impl Tool for GetKernelStats {
         let mut body = Map::new();
         body.insert("gpu_planes".into(), json!(ks.gpu_planes));
         body.insert("kernel_events".into(), json!(ks.kernel_events));
-        body.insert("table".into(), ks.table().to_json(limit));
+        let mut table = ks.table();
+        if let Some(k) = &kernel_name {
+            table
+                .records
+                .retain(|r| r.get("kernel_name").and_then(|v| v.as_str()) == Some(k.as_str()));
+        }
+        body.insert("table".into(), table.to_json(limit));
         if ks.reports.is_empty() {
             let reason = if ks.gpu_planes == 0 {
                 "no GPU plane (`/device:GPU:*`): kernel statistics exist only for GPU captures"

@@ -21,7 +21,11 @@ impl Tool for GetOverview {
          null with `<field>_reason` (and `<field>_measured` when we can compute it)."
     }
     fn params(&self) -> Params {
-        Params::new().capture().host()
+        Params::new().capture().host().boolean(
+            "include_command",
+            "Accepted for XProf's agent CLI, which adds the run's command line from an XProf server's session metadata; local captures carry none, so nothing is added.",
+            false,
+        )
     }
     fn output(&self) -> &'static str {
         "{capture, run, performance_summary, run_environment, steps}"

@@ -49,6 +49,18 @@ impl Tool for GetRooflineModel {
                 true,
             )
             .integer_min("limit", "Maximum records.", Some(25), 1)
+            .integer_min(
+                "top_n",
+                "XProf's agent CLI's name for --limit (wins when both are given).",
+                None,
+                1,
+            )
+            .string_enum(
+                "group_by",
+                "XProf's agent CLI's record sets: `program` (the Total set) or `step` (every set: Total, Average and each step), unless --step_filter is given.",
+                &["program", "step"],
+                "program",
+            )
     }
     fn output(&self) -> &'static str {
         "{capture, run, device, records, record_count_total, diagnostics, caveats}"
@@ -63,9 +75,18 @@ impl Tool for GetRooflineModel {
         ]
     }
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
-        let step_filter = call.str_or("step_filter", "Total")?;
+        let group_by = call.str_or("group_by", "program")?;
+        let step_filter = match call.opt_str("step_filter")? {
+            Some(f) => f,
+            None if group_by == "step" => String::new(),
+            None => "Total".to_string(),
+        };
         let include_io = call.bool_or("include_infeed_outfeed", true)?;
-        let limit = call.usize_or("limit", 25)?.max(1);
+        let limit = match call.opt_f64("top_n")? {
+            Some(_) => call.usize_or("top_n", 25)?,
+            None => call.usize_or("limit", 25)?,
+        }
+        .max(1);
         let s = session(call)?;
         let (st, used, warnings) = op_stats_with(
             call,

@@ -2,6 +2,7 @@ use serde_json::{Map, Value, json};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
 use crate::common::{session, with_capture};
+use crate::op_filter::OpFilter;
 
 pub struct GetTopHloOps;
 register_tool!(GetTopHloOps);
@@ -92,13 +93,16 @@ impl Tool for GetTopHloOps {
          CPU backend ran on host threads, which carry no FLOP/byte counts."
     }
     fn params(&self) -> Params {
-        Params::new()
-            .capture()
-            .host()
-            .integer_min("limit", "Entries per list.", Some(10), 1)
+        OpFilter::params(
+            Params::new()
+                .capture()
+                .host()
+                .integer_min("limit", "Entries per list.", Some(10), 1),
+            true,
+        )
     }
     fn output(&self) -> &'static str {
-        "{capture, run, source, host_executed, top_by_time, top_by_flops, top_by_bytes_accessed, total_records, device_total_time_ps, self_time_percent_basis}"
+        "{capture, run, source, host_executed, top_by_time, top_by_flops, top_by_bytes_accessed, total_records, total_matched (with a filter), filter_reason?, device_total_time_ps, self_time_percent_basis}"
     }
     fn examples(&self) -> Vec<Example> {
         vec![
@@ -116,13 +120,25 @@ impl Tool for GetTopHloOps {
     }
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let limit = call.usize_or("limit", 10)?.max(1);
+        let filter = OpFilter::from_call(call)?;
         let s = session(call)?;
         let (st, used, warnings) =
             crate::common::op_stats_with(call, &s, xprof_opstats::BuildOptions::OP_DATABASES)?;
         let Some((db, host_executed)) = xprof_opstats::views::op_db(&st) else {
             return Ok(crate::common::no_op_data(call, &s, &st));
         };
-        let rows = xprof_opstats::views::hlo_stats_of(&st, db);
+        let mut rows = xprof_opstats::views::hlo_stats_of(&st, db);
+        let all_records = rows.len();
+        if filter.is_active() {
+            let names = &st.program_names;
+            rows.retain(|r| {
+                let pid = r["program_id"].as_str().and_then(|p| p.parse::<u64>().ok());
+                let path = pid
+                    .and_then(|p| names.get(&p))
+                    .map(|m| format!("{m}/{}", r["hlo_op_name"].as_str().unwrap_or("")));
+                filter.keep(r, path.as_deref())
+            });
+        }
         let flops_of = |r: &Map<String, Value>| {
             r.get("flops")
                 .and_then(Value::as_f64)
@@ -168,7 +184,13 @@ impl Tool for GetTopHloOps {
             }
             body.insert(key.into(), Value::Array(list));
         }
-        body.insert("total_records".into(), json!(rows.len()));
+        body.insert("total_records".into(), json!(all_records));
+        if filter.is_active() {
+            body.insert("total_matched".into(), json!(rows.len()));
+            if rows.is_empty() {
+                body.insert("filter_reason".into(), json!(filter.nothing_matched()));
+            }
+        }
         body.insert("device_total_time_ps".into(), json!(db.total_time_ps));
         body.insert(
             "self_time_percent_basis".into(),

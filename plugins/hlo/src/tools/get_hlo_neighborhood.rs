@@ -31,7 +31,10 @@ impl Tool for GetHloNeighborhood {
                 "instruction_name",
                 "Instruction name, with or without a leading %.",
             )
-            .required("instruction_name");
+            .string(
+                "op_name",
+                "XProf's agent CLI's other name for --instruction_name.",
+            );
         max_nodes_param(
             walk_params(p).string_enum("fmt", "Text layout.", &["text", "markdown"], "text"),
         )
@@ -64,7 +67,12 @@ impl Tool for GetHloNeighborhood {
         ]
     }
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
-        let name = call.req_str("instruction_name")?;
+        let name = match call.opt_nonempty("instruction_name")? {
+            Some(n) => n,
+            None => call.opt_nonempty("op_name")?.ok_or_else(|| {
+                ToolError::usage("get_hlo_neighborhood needs --instruction_name (or --op_name)")
+            })?,
+        };
         let Walk {
             radius,
             direction,
