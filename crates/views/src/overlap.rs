@@ -493,6 +493,69 @@ pub fn analyze(hosts: &[(String, XSpace)], th: Thresholds, top_k: usize) -> Map<
     out
 }
 
+/// What the async-op analysis says for the smart suggestions: how much device time async
+/// windows left uncovered, against the device time the op timelines span.
+#[derive(Clone, Debug, Default)]
+pub struct AsyncExposure {
+    pub windows: u64,
+    pub span_ps: i64,
+    pub exposed_ps: i64,
+    /// Σ of the devices' op-timeline windows (the op database's total time, idle included).
+    pub device_time_ps: u64,
+    /// Op families by exposed time, most first.
+    pub by_op: Vec<(String, i64)>,
+    pub gpu: bool,
+}
+
+impl AsyncExposure {
+    /// From [`analyze`]'s result; `None` without any async window.
+    pub fn from_analysis(a: &Map<String, Value>, device_time_ps: u64) -> Option<Self> {
+        let s = a.get("summary")?;
+        let windows = s.get("count")?.as_u64()?;
+        if windows == 0 {
+            return None;
+        }
+        let by_op = a
+            .get("by_op")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), v["exposed_ps"].as_i64().unwrap_or(0)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let gpu = a
+            .get("by_plane")
+            .and_then(Value::as_object)
+            .is_some_and(|m| m.values().any(|p| p["window_source"] == GPU_WINDOWS));
+        Some(AsyncExposure {
+            windows,
+            span_ps: s["span_ps"].as_i64().unwrap_or(0),
+            exposed_ps: s["exposed_ps"].as_i64().unwrap_or(0),
+            device_time_ps,
+            by_op,
+            gpu,
+        })
+    }
+
+    /// Exposed async time as % of the device time; `None` without device time.
+    pub fn exposed_percent(&self) -> Option<f64> {
+        (self.device_time_ps > 0)
+            .then(|| 100.0 * self.exposed_ps.max(0) as f64 / self.device_time_ps as f64)
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "async_windows": self.windows,
+            "async_span_ps": self.span_ps,
+            "async_exposed_ps": self.exposed_ps,
+            "device_time_ps": self.device_time_ps,
+            "async_exposed_percent_of_device_time": self.exposed_percent(),
+            "exposed_ps_by_op": self.by_op.iter().map(|(k, v)| json!({"op": k, "exposed_ps": v})).collect::<Vec<_>>(),
+        })
+    }
+}
+
 /// Start/done pairs in start order, FIFO per key: the windows and the unpaired ops.
 fn pair_start_done(events: &mut [Ev]) -> (Vec<Window>, u64) {
     // Stable: events that start together keep the op lines' order, as XProf's tool does.

@@ -94,6 +94,8 @@ pub struct Signals {
     pub debug_print: Option<EventFractions>,
     /// XLA compilations on the hosts' threads against the steps (None: not analysed).
     pub compilations: Option<crate::recompile::Compilations>,
+    /// Async ops left uncovered by compute (None: not analysed, or no async op).
+    pub async_exposure: Option<crate::overlap::AsyncExposure>,
 }
 
 const BARRIER_CORES: &str = "barrier-cores";
@@ -103,6 +105,8 @@ const SPECIAL_OP_BOUND: f64 = 10.0;
 /// reported.
 const RECOMPILE_BOUND: f64 = 10.0;
 const DEBUG_PRINT_BOUND: f64 = 5.0;
+/// Exposed async-op time, as % of the device time, from which it is reported.
+const EXPOSED_ASYNC_BOUND: f64 = 5.0;
 
 /// [`signals`] plus XProf's event-time-fraction signals, which read the device planes.
 pub fn signals_with_events(s: &OpStats, ip: &InputPipeline, run: &crate::LoadedRun) -> Signals {
@@ -198,6 +202,7 @@ pub fn signals(s: &OpStats, ip: &InputPipeline) -> Signals {
         barrier_cores: None,
         debug_print: None,
         compilations: None,
+        async_exposure: None,
     }
 }
 
@@ -320,6 +325,27 @@ pub fn smart_suggestions(sig: &Signals) -> Value {
             "Recompilation: XLA compiled {} times during the profile, inside {} of the {} steps after the first, and compilation takes {}% of their step time. A program that recompiles after its first step sees new input shapes or dtypes (a varying batch or sequence length), Python values where arrays are expected (JAX: mark them static or pass arrays), or (PyTorch/XLA) a graph that changes from step to step. Pad inputs to a few fixed shapes and warm up every shape before the measured steps.",
             c.count, c.later_steps_with_compile, c.steps.saturating_sub(1), one_digit(p)), c.to_json()));
     }
+    // Ours: async collectives and copies the device waits for (analyze_async_overlap).
+    if let Some(a) = &sig.async_exposure
+        && let Some(p) = a.exposed_percent()
+        && p >= EXPOSED_ASYNC_BOUND
+    {
+        let top: Vec<String> = a
+            .by_op
+            .iter()
+            .filter(|(_, ps)| *ps > 0)
+            .take(3)
+            .map(|(k, ps)| format!("{k} {:.3} ms", *ps as f64 / 1e9))
+            .collect();
+        let how = if a.gpu {
+            "Give the collectives independent compute to overlap with (XLA's latency-hiding scheduler, `--xla_gpu_enable_latency_hiding_scheduler=true`), combine small collectives, or shrink them (sharding, lower precision)."
+        } else {
+            "Give them independent compute to overlap with (XLA's latency-hiding scheduler places async starts early and dones late), combine small collectives, or shrink them (sharding, lower precision)."
+        };
+        out.push(our_rule("ExposedAsyncRule", format!(
+            "Exposed async ops: {} async windows (collectives, copies, send/recv) leave {}% of the device time uncovered by compute ({}). {how} See analyze_async_overlap for each window.",
+            a.windows, one_digit(p), top.join(", ")), a.to_json()));
+    }
     // Ours: the same compute/memory classification on measured utilisation, since XProf's
     // open-source overview passes 0 for both.
     if let (Some(f), Some(h)) = (sig.measured_flops_percent, sig.measured_hbm_percent) {
@@ -426,6 +452,9 @@ fn signals_json(sig: &Signals) -> Value {
     }
     if let Some(c) = &sig.compilations {
         m.insert("compilations".into(), c.to_json());
+    }
+    if let Some(a) = &sig.async_exposure {
+        m.insert("async_ops".into(), a.to_json());
     }
     for (k, f) in [
         ("barrier_cores", &sig.barrier_cores),

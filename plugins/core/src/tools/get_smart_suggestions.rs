@@ -1,7 +1,7 @@
 use serde_json::{Map, Value, json};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
-use super::get_pod_viewer::load_run;
+use super::get_pod_viewer::{load_raw, load_run};
 use crate::common::{session, with_capture};
 
 pub struct GetSmartSuggestions;
@@ -28,7 +28,9 @@ impl Tool for GetSmartSuggestions {
          compute/memory/latency bound on measured utilization, and Recompilation — XLA \
          compilations (PjRt, JAX, PyTorch/XLA and TensorFlow compile entry points, and XLA's \
          own backend runs, on the host threads) inside the steps after the first, which XProf's step breakdown counts as \
-         host compute (`signals.compilations`). Open-source XProf runs only BarrierCores of its rules (`source: \
+         host compute (`signals.compilations`), and ExposedAsync — async collectives, copies and \
+         send/recv whose windows compute does not cover, from 5 % of the device time \
+         (`signals.async_ops`, the analysis of analyze_async_overlap). Open-source XProf runs only BarrierCores of its rules (`source: \
          xprof`); the others are in its source but run only in Google's internal build \
          (`source: xprof-internal`), so XProf's own view never shows them. Every suggestion lists the signal values behind it; `signals` \
          holds them all and `rules_not_evaluated` the rules this capture cannot feed. \
@@ -65,7 +67,14 @@ impl Tool for GetSmartSuggestions {
             &run.core_details(),
             empty_intersect,
         );
-        let sig = xprof_views::suggestions::signals_with_events(&st, &ip, &run);
+        let mut sig = xprof_views::suggestions::signals_with_events(&st, &ip, &run);
+        // The async-op windows, from the device planes as analyze_async_overlap reads them.
+        let (raw, _) = load_raw(call, &s, |n| n.starts_with("/device:"))?;
+        let overlap = xprof_views::overlap::analyze(&raw, Default::default(), 0);
+        sig.async_exposure = xprof_views::overlap::AsyncExposure::from_analysis(
+            &overlap,
+            st.device_db.total_time_ps,
+        );
         let body = match xprof_views::suggestions::smart_suggestions(&sig) {
             Value::Object(m) => m,
             _ => Map::new(),
@@ -119,5 +128,37 @@ mod tests {
         let steady = suggestions("ptxla_train");
         assert!(fired(&steady, "RecompilationRule").is_none());
         assert_eq!(steady["signals"]["compilations"]["compilations"], json!(0));
+    }
+
+    /// Async collectives the device waits for (xprof_testkit::async_ops: 250 ps of the
+    /// windows uncovered, against op timelines of 660 + 100 ps) are reported with their
+    /// families; captures without async ops have no such signal.
+    #[test]
+    fn exposed_async_ops_are_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = xprof_testkit::async_ops::write_async_run(dir.path(), "run").unwrap();
+        let args = json!({"path": run.display().to_string()});
+        let r = invoke_json(
+            env!("CARGO_CRATE_NAME"),
+            "get_smart_suggestions",
+            &args.to_string(),
+            "{}",
+        )
+        .unwrap()["result"]
+            .clone();
+        let rule = fired(&r, "ExposedAsyncRule").expect("ExposedAsyncRule");
+        let a = &rule["signals"];
+        assert_eq!(a["async_windows"], json!(4));
+        assert_eq!(a["async_exposed_ps"], json!(250));
+        assert_eq!(a["device_time_ps"], json!(760));
+        assert_eq!(a["exposed_ps_by_op"][0]["op"], "all-to-all");
+        let text = rule["suggestionText"].as_str().unwrap();
+        assert!(text.contains("all-to-all 0.000 ms"), "{text}");
+        assert_eq!(r["signals"]["async_ops"], *a);
+        assert!(
+            suggestions("ptxla_train")["signals"]
+                .get("async_ops")
+                .is_none()
+        );
     }
 }
