@@ -464,6 +464,21 @@ fn xprofs_agent_cli_flags_work_on_the_tools_we_share() {
     run(&["get_overview", mlp, "--include_command=true", "--no_cache"]);
     run(&["get_kernel_stats", mlp, "--kernel_name=gemm", "--no_cache"]);
     run(&["export_json", mlp, "--no_cache"]);
+    run(&[
+        "get_utilization_viewer",
+        mlp,
+        "--device=0",
+        "--node=0",
+        "--no_cache",
+    ]);
+    // Hosts by index, as that CLI numbers them.
+    let by_index = run(&["get_step_trace", mlp, "--host=0", "--no_cache"]);
+    let by_name = run(&["get_step_trace", mlp, "--host=host0", "--no_cache"]);
+    assert_eq!(by_index["steps"], by_name["steps"]);
+    assert_eq!(
+        by_index["capture"]["files_used"],
+        serde_json::json!(["host0"])
+    );
 
     // get_roofline_model: top_n is the limit; group_by=step lists every record set.
     if let Some(c) = corpus() {

@@ -359,7 +359,7 @@ impl Params {
             Prop::new("string").with(
                 "description",
                 Kw::Static(
-                    "Host (xplane file stem) to read; default: all hosts combined where the view allows, else the first host.",
+                    "Host (xplane file stem, or its 0-based index in file order) to read; default: all hosts combined where the view allows, else the first host.",
                 ),
             ),
         )
@@ -1404,7 +1404,7 @@ mod tests {
         let run = json!({"type": "string",
             "description": "Run (session) name under <logdir>/plugins/profile/; default: the newest run."});
         let host = json!({"type": "string",
-            "description": "Host (xplane file stem) to read; default: all hosts combined where the view allows, else the first host."});
+            "description": "Host (xplane file stem, or its 0-based index in file order) to read; default: all hosts combined where the view allows, else the first host."});
         let mut props = Map::new();
         // Inserting a name again keeps its first position (IndexMap), as `Params` does.
         props.insert(

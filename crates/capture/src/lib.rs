@@ -404,10 +404,12 @@ impl Session {
     pub fn select_hosts(&self, host: Option<&str>) -> Result<Vec<&HostFile>, CaptureError> {
         match host.filter(|h| !h.is_empty() && *h != "ALL_HOSTS") {
             None => Ok(self.hosts.iter().collect()),
+            // A name, else (XProf's agent CLI numbers hosts) a 0-based index in file order.
             Some(h) => self
                 .hosts
                 .iter()
                 .find(|f| f.name == h)
+                .or_else(|| h.parse::<usize>().ok().and_then(|i| self.hosts.get(i)))
                 .map(|f| vec![f])
                 .ok_or_else(|| CaptureError::UnknownHost {
                     host: h.to_string(),

@@ -84,6 +84,26 @@ fn unknown_host_lists_available() {
     assert!(e.hint().unwrap().contains("host0"));
 }
 
+/// XProf's agent CLI numbers hosts: an index picks a host in file order, a name wins over an
+/// index, and an index past the end is an unknown host.
+#[test]
+fn a_host_index_picks_the_host_in_file_order() {
+    let t = tempfile::tempdir().unwrap();
+    for h in ["b", "a", "1"] {
+        touch(&t.path().join(format!("plugins/profile/r/{h}.xplane.pb")));
+    }
+    let s = resolve(&Selector {
+        path: Some(t.path().display().to_string()),
+        ..Default::default()
+    })
+    .unwrap();
+    let name = |h: &str| s.select_hosts(Some(h)).unwrap()[0].name.clone();
+    assert_eq!(name("0"), "1"); // files sort as 1, a, b: index 0 is "1"
+    assert_eq!(name("1"), "1"); // a host named "1" wins over index 1
+    assert_eq!(name("2"), "b");
+    assert!(s.select_hosts(Some("3")).is_err());
+}
+
 #[test]
 fn latest_run_resolution_records_every_listed_directory() {
     let t = tempfile::tempdir().unwrap();

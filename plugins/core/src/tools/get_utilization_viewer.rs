@@ -1,4 +1,4 @@
-use serde_json::{Map, json};
+use serde_json::{Map, Value, json};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
 use super::get_pod_viewer::{load_raw, no_data_with};
@@ -35,6 +35,12 @@ impl Tool for GetUtilizationViewer {
             .capture()
             .host()
             .integer_min("limit", "Maximum rows (0 = all).", Some(100), 0)
+            .integer(
+                "device",
+                "Only this device id (XProf's agent CLI shows device 0 by default; we show all).",
+                None,
+            )
+            .integer("node", "Only this node (same).", None)
     }
     fn output(&self) -> &'static str {
         "{capture, run, table: {columns, total_records, truncated, records: [{host, device, sample, node, name, achieved, peak, unit, utilization_percent}]}}"
@@ -50,6 +56,8 @@ impl Tool for GetUtilizationViewer {
     }
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let limit = call.usize_or("limit", 100)?;
+        let device = call.opt_f64("device")?;
+        let node = call.opt_f64("node")?;
         let s = session(call)?;
         let (raw, used) = load_raw(call, &s, xprof_views::load::device_planes)?;
         let mut t = xprof_views::counters::utilization_viewer(&raw);
@@ -59,9 +67,18 @@ impl Tool for GetUtilizationViewer {
             let u = if p > 0.0 { Some(100.0 * a / p) } else { None };
             r.insert("utilization_percent".into(), json!(u));
         }
+        let unfiltered = t.records.len();
+        let is = |r: &Map<String, Value>, k: &str, want: Option<f64>| {
+            want.is_none() || r.get(k).and_then(Value::as_f64) == want
+        };
+        t.records
+            .retain(|r| is(r, "device", device) && is(r, "node", node));
         let mut body = Map::new();
+        if device.is_some() || node.is_some() {
+            body.insert("unfiltered_records".into(), json!(unfiltered));
+        }
         body.insert("table".into(), t.to_json(limit));
-        if t.records.is_empty() {
+        if unfiltered == 0 {
             return Ok(no_data_with(
                 &s,
                 &used,
