@@ -242,6 +242,18 @@ fn row(key: Map<String, Value>, b: Option<Agg>, o: Option<Agg>, basis: Basis) ->
         "optimized_occurrences".into(),
         json!(o.map(|a| a.occurrences)),
     );
+    // Per occurrence: comparable whatever the two captures' windows and step counts.
+    let avg = |a: Option<Agg>| {
+        a.filter(|a| a.occurrences > 0)
+            .map(|a| a.self_time_ps as f64 / a.occurrences as f64 / 1e6)
+    };
+    let (ba, oa) = (avg(b), avg(o));
+    m.insert("baseline_avg_us".into(), json!(ba));
+    m.insert("optimized_avg_us".into(), json!(oa));
+    m.insert(
+        "avg_delta_pct".into(),
+        json!(ba.zip(oa).and_then(|(x, y)| pct(x, y))),
+    );
     (delta, Value::Object(m))
 }
 

@@ -78,7 +78,8 @@ impl Tool for DiffSessions {
          change by HLO category, by framework op (JAX/TF/PyTorch op_name, stable when XLA \
          renumbers ops) and by HLO op (module + instruction name), largest first, each row with \
          both sides' us, exact ps and occurrences, delta, delta % and its share of the whole \
-         op-time change. Works on TPU, GPU and CPU captures (on CPU the ops are the ones the CPU \
+         op-time change, plus the average per occurrence on each side (comparable whatever the \
+         captures' lengths). Works on TPU, GPU and CPU captures (on CPU the ops are the ones the CPU \
          backend ran on host threads). What does not compare (other hardware, no common \
          program, unequal windows without steps) is listed in `warnings`."
     }
