@@ -67,12 +67,6 @@ impl Tool for GetHloNeighborhood {
         ]
     }
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
-        let name = match call.opt_nonempty("instruction_name")? {
-            Some(n) => n,
-            None => call.opt_nonempty("op_name")?.ok_or_else(|| {
-                ToolError::usage("get_hlo_neighborhood needs --instruction_name (or --op_name)")
-            })?,
-        };
         let Walk {
             radius,
             direction,
@@ -84,6 +78,13 @@ impl Tool for GetHloNeighborhood {
         let filter = call.str_list("opcode_filter")?;
         let Some(lm) = load_module(call)? else {
             return Ok(no_hlo());
+        };
+        // After the capture, so that a missing capture is a path error whatever else is missing.
+        let name = match call.opt_nonempty("instruction_name")? {
+            Some(n) => n,
+            None => call.opt_nonempty("op_name")?.ok_or_else(|| {
+                ToolError::usage("get_hlo_neighborhood needs --instruction_name (or --op_name)")
+            })?,
         };
         let text = print_module(
             &lm.proto,
