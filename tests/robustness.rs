@@ -281,3 +281,70 @@ fn symlinked_llo_dump_files_are_followed_like_copies() {
         );
     }
 }
+
+/// A recursive CTE with no stop condition never returned (over MCP its thread spun until the
+/// server exited); it is now stopped by the time limit, exit 4 naming `--timeout_s`.
+#[test]
+fn sql_recursive_cte_that_never_ends_stops_at_the_time_limit() {
+    let sb = Sandbox::new();
+    let logdir = xprof_tests::fixtures().join("jax-cpu/logdir");
+    let r = sb.run(&[
+        "query_hlo_graph",
+        logdir.to_str().unwrap(),
+        "--run",
+        "matmul",
+        "--mode",
+        "sql",
+        "--sql",
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT max(x) FROM c",
+        "--timeout_s",
+        "1",
+    ]);
+    assert_eq!(r.code, 4, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    let e = r.error();
+    assert_eq!(e["error"]["kind"], "invalid_value", "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("time limit"),
+        "{e}"
+    );
+    assert!(
+        e["error"]["hint"].as_str().unwrap().contains("--timeout_s"),
+        "{e}"
+    );
+}
+
+#[test]
+fn sql_rows_past_max_rows_are_exit_4_naming_the_limit() {
+    let sb = Sandbox::new();
+    let logdir = xprof_tests::fixtures().join("jax-cpu/logdir");
+    let r = sb.run(&[
+        "query_hlo_graph",
+        logdir.to_str().unwrap(),
+        "--run",
+        "matmul",
+        "--mode",
+        "sql",
+        "--sql",
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 500) SELECT x FROM c",
+        "--limit",
+        "0",
+        "--max_rows",
+        "100",
+    ]);
+    assert_eq!(r.code, 4, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    let e = r.error();
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("more than 100 rows"),
+        "{e}"
+    );
+    assert!(
+        e["error"]["hint"].as_str().unwrap().contains("--max_rows"),
+        "{e}"
+    );
+}
