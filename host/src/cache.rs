@@ -208,10 +208,8 @@ pub fn cached_call(
 }
 
 fn print_json(v: &Value) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
-    );
+    // Not `println!`: that panics when the reader has gone (`xprof cache stats | true`).
+    crate::out(&serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string()));
 }
 
 /// `xprof cache stats|clear`.

@@ -58,9 +58,11 @@ fn discovery(g: &GlobalOpts) -> Discovery {
     }
 }
 
-fn out(s: &str) {
+/// Print a result on stdout. Every stdout write of the CLI goes through here (never
+/// `println!`, which panics on a closed pipe): a reader that has gone (`xprof ... | head`,
+/// `| true`) is not an error worth reporting, the command just ends as it would have.
+pub(crate) fn out(s: &str) {
     let mut o = std::io::stdout().lock();
-    // A closed pipe (`xprof ... | head`) is not an error worth reporting.
     let _ = o.write_all(s.as_bytes());
     if !s.ends_with('\n') {
         let _ = o.write_all(b"\n");

@@ -647,7 +647,8 @@ pub fn run(reg: Registry, args: &[String], g: &GlobalOpts) -> i32 {
         .http
         .as_deref()
         .map_or("stdio".to_string(), |a| format!("http {a}"));
-    eprintln!(
+    // Printed by the transport once it is up: a failed bind is then the one stderr line.
+    let banner = format!(
         "xprof mcp {VERSION}: {} tools from {} plugin(s) over {transport}; roots ({roots_from}): {}",
         tools.len(),
         reg.plugins.len(),
@@ -684,8 +685,11 @@ pub fn run(reg: Registry, args: &[String], g: &GlobalOpts) -> i32 {
         ));
     };
     let result = match o.http {
-        Some(addr) => rt.block_on(http::serve(handler, &addr, o.token, out)),
-        None => rt.block_on(serve_stdio(handler, out)),
+        Some(addr) => rt.block_on(http::serve(handler, &addr, o.token, out, &banner)),
+        None => {
+            eprintln!("{banner}");
+            rt.block_on(serve_stdio(handler, out))
+        }
     };
     // Blocking reads of stdin cannot be cancelled; do not wait for them.
     rt.shutdown_background();

@@ -355,7 +355,13 @@ pub fn scan(dir: &Path) -> Result<DumpDir, HloError> {
     })?;
     let mut files: Vec<(String, PathBuf)> = rd
         .filter_map(Result::ok)
-        .filter(|e| e.file_type().map(|t| t.is_file()).unwrap_or(false))
+        // Symbolic links to files are followed: a dump assembled from links reads like a
+        // copied one (the MCP server checks what they reach against its roots).
+        .filter(|e| match e.file_type() {
+            Ok(t) if t.is_symlink() => e.path().is_file(),
+            Ok(t) => t.is_file(),
+            Err(_) => false,
+        })
         .filter_map(|e| Some((e.file_name().to_str()?.to_string(), e.path())))
         .collect();
     files.sort();

@@ -91,6 +91,10 @@ pub enum HloError {
 
     #[error("invalid argument `{arg}`: {message}")]
     InvalidArgument { arg: &'static str, message: String },
+
+    /// A SQL query ran into one of its limits (time, rows); `flag` raises it.
+    #[error("the SQL query was stopped: {message}")]
+    SqlLimit { flag: &'static str, message: String },
 }
 
 fn similar_suffix(similar: &[String]) -> String {
@@ -124,6 +128,7 @@ impl HloError {
             | HloError::InstructionNotFound { .. }
             | HloError::ComputationNotFound { .. }
             | HloError::InvalidArgument { .. }
+            | HloError::SqlLimit { .. }
             | HloError::Decode { .. }
             | HloError::ModuleNotFound { .. }
             | HloError::AmbiguousCaptureModule { .. } => "invalid_value",
@@ -158,6 +163,9 @@ impl HloError {
                 "pass a computation name as printed in the HLO text".into()
             }
             HloError::InvalidArgument { arg, .. } => format!("check the value of --{arg}"),
+            HloError::SqlLimit { flag, .. } => format!(
+                "narrow the query (WHERE, LIMIT; a recursive CTE needs a stop condition) or raise --{flag}"
+            ),
             HloError::Decode { .. } => {
                 "the file is damaged or not an HloProto; re-capture, or point at another run".into()
             }

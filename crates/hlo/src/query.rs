@@ -651,8 +651,15 @@ impl GraphDb {
         None
     }
 
-    /// Run one read-only SQL statement against an in-memory copy of the tables.
-    pub fn sql(&self, query: &str, max_rows: usize) -> Result<(Vec<Value>, bool), HloError> {
+    /// Run one read-only SQL statement against an in-memory copy of the tables. At most
+    /// `limit` rows are returned (0: all; more is `truncated`); running past `limits` (time,
+    /// rows produced) is an [`HloError::SqlLimit`].
+    pub fn sql(
+        &self,
+        query: &str,
+        limit: usize,
+        limits: SqlLimits,
+    ) -> Result<(Vec<Value>, bool), HloError> {
         let bad = |m: String| HloError::InvalidArgument {
             arg: "sql",
             message: m,
@@ -680,29 +687,43 @@ impl GraphDb {
             ));
         }
         let cols: Vec<String> = stmt.column_names().map(|s| s.to_string()).collect();
-        let mut rows = stmt.query([]).map_err(|e| bad(e.to_string()))?;
-        let mut out = Vec::new();
-        let mut truncated = false;
-        while let Some(row) = rows.next().map_err(|e| bad(e.to_string()))? {
-            if max_rows > 0 && out.len() >= max_rows {
-                truncated = true;
-                break;
-            }
-            let mut m = Map::new();
-            for (i, c) in cols.iter().enumerate() {
-                use rusqlite::types::ValueRef;
-                let v = match row.get_ref(i).map_err(|e| bad(e.to_string()))? {
-                    ValueRef::Null => Value::Null,
-                    ValueRef::Integer(n) => json!(n),
-                    ValueRef::Real(f) => json!(f),
-                    ValueRef::Text(t) => json!(String::from_utf8_lossy(t)),
-                    ValueRef::Blob(b) => json!(format!("<{} bytes>", b.len())),
-                };
-                m.insert(c.clone(), v);
-            }
-            out.push(Value::Object(m));
+        // The time limit: a watchdog interrupts the statement (SQLITE_INTERRUPT) unless the
+        // query is done first; it is joined before the connection closes.
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        let fired = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watchdog = {
+            let handle = conn.get_interrupt_handle();
+            let fired = fired.clone();
+            let timeout = limits.timeout;
+            std::thread::spawn(move || {
+                if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(timeout)
+                {
+                    fired.store(true, std::sync::atomic::Ordering::SeqCst);
+                    handle.interrupt();
+                }
+            })
+        };
+        let result = collect_rows(&mut stmt, &cols, limit, limits.max_rows);
+        drop(done);
+        let _ = watchdog.join();
+        match result {
+            Err(_) if fired.load(std::sync::atomic::Ordering::SeqCst) => Err(HloError::SqlLimit {
+                flag: "timeout_s",
+                message: format!(
+                    "it ran for more than {} s (the time limit, --timeout_s)",
+                    limits.timeout.as_secs_f64()
+                ),
+            }),
+            Err(RowsError::Sql(e)) => Err(bad(e.to_string())),
+            Err(RowsError::TooMany) => Err(HloError::SqlLimit {
+                flag: "max_rows",
+                message: format!(
+                    "it returned more than {} rows (the row limit, --max_rows)",
+                    limits.max_rows
+                ),
+            }),
+            Ok(x) => Ok(x),
         }
-        Ok((out, truncated))
     }
 
     fn fill(&self, conn: &rusqlite::Connection) -> rusqlite::Result<()> {
@@ -774,6 +795,74 @@ impl GraphDb {
     }
 }
 
+/// What one SQL query may use: wall time and rows produced.
+#[derive(Clone, Copy, Debug)]
+pub struct SqlLimits {
+    pub timeout: std::time::Duration,
+    pub max_rows: usize,
+}
+
+impl SqlLimits {
+    /// 10 s, as the time limit of every SQL tool.
+    pub const DEFAULT_TIMEOUT_S: u64 = 10;
+    /// 100,000 rows.
+    pub const DEFAULT_MAX_ROWS: usize = 100_000;
+}
+
+impl Default for SqlLimits {
+    fn default() -> Self {
+        SqlLimits {
+            timeout: std::time::Duration::from_secs(Self::DEFAULT_TIMEOUT_S),
+            max_rows: Self::DEFAULT_MAX_ROWS,
+        }
+    }
+}
+
+enum RowsError {
+    Sql(rusqlite::Error),
+    TooMany,
+}
+
+impl From<rusqlite::Error> for RowsError {
+    fn from(e: rusqlite::Error) -> Self {
+        RowsError::Sql(e)
+    }
+}
+
+/// The statement's rows as JSON objects: the first `limit` (0: all; `true` when more
+/// followed), and [`RowsError::TooMany`] past `max_rows`.
+fn collect_rows(
+    stmt: &mut rusqlite::Statement<'_>,
+    cols: &[String],
+    limit: usize,
+    max_rows: usize,
+) -> Result<(Vec<Value>, bool), RowsError> {
+    use rusqlite::types::ValueRef;
+    let mut rows = stmt.query([])?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        if limit > 0 && out.len() >= limit {
+            return Ok((out, true));
+        }
+        if out.len() >= max_rows {
+            return Err(RowsError::TooMany);
+        }
+        let mut m = Map::new();
+        for (i, c) in cols.iter().enumerate() {
+            let v = match row.get_ref(i)? {
+                ValueRef::Null => Value::Null,
+                ValueRef::Integer(n) => json!(n),
+                ValueRef::Real(f) => json!(f),
+                ValueRef::Text(t) => json!(String::from_utf8_lossy(t)),
+                ValueRef::Blob(b) => json!(format!("<{} bytes>", b.len())),
+            };
+            m.insert(c.clone(), v);
+        }
+        out.push(Value::Object(m));
+    }
+    Ok((out, false))
+}
+
 fn strip_sql_comments(q: &str) -> String {
     let mut out = String::new();
     for line in q.lines() {
@@ -788,4 +877,77 @@ fn strip_sql_comments(q: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn empty_db() -> GraphDb {
+        let m = xprof_proto::xla::HloModuleProto::default();
+        GraphDb::build(&ModuleView::new(&m), "empty")
+    }
+
+    const ENDLESS: &str =
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT max(x) FROM c";
+
+    #[test]
+    fn sql_recursive_cte_that_never_ends_stops_at_the_time_limit() {
+        let limits = SqlLimits {
+            timeout: Duration::from_millis(50),
+            ..SqlLimits::default()
+        };
+        let e = empty_db().sql(ENDLESS, 0, limits).unwrap_err();
+        assert_eq!(e.kind(), "invalid_value");
+        assert!(
+            matches!(
+                &e,
+                HloError::SqlLimit {
+                    flag: "timeout_s",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("time limit"), "{e}");
+        assert!(e.hint().unwrap().contains("--timeout_s"));
+    }
+
+    #[test]
+    fn sql_rows_past_the_row_limit_are_an_error_not_a_silent_cut() {
+        let db = empty_db();
+        let q = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000) SELECT x FROM c";
+        let limits = SqlLimits {
+            max_rows: 10,
+            ..SqlLimits::default()
+        };
+        let e = db.sql(q, 0, limits).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                HloError::SqlLimit {
+                    flag: "max_rows",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(e.hint().unwrap().contains("--max_rows"));
+        // `limit` within the row limit: the first rows, marked truncated.
+        let (rows, truncated) = db.sql(q, 5, limits).unwrap();
+        assert_eq!((rows.len(), truncated), (5, true));
+        // Exactly the row limit is fine.
+        let (rows, truncated) = db.sql(&q.replace("x < 1000", "x < 10"), 0, limits).unwrap();
+        assert_eq!((rows.len(), truncated), (10, false));
+    }
+
+    #[test]
+    fn sql_that_finishes_in_time_is_not_interrupted_later() {
+        let db = empty_db();
+        for _ in 0..3 {
+            let (rows, _) = db.sql("SELECT 1 AS one", 0, SqlLimits::default()).unwrap();
+            assert_eq!(rows, vec![json!({"one": 1})]);
+        }
+    }
 }

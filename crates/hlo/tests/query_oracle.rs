@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 use xprof_hlo::print::ModuleView;
-use xprof_hlo::query::GraphDb;
+use xprof_hlo::query::{GraphDb, SqlLimits};
 use xprof_plugin_api::sdk::testing::corpus;
 
 fn oracle(c: &std::path::Path, f: &str) -> Value {
@@ -86,7 +86,7 @@ fn train_step_tables_match_official_cli() {
 
     let want = oracle(&c, "query_hlo_graph.sql.json");
     let (rows, truncated) = db
-        .sql("SELECT opcode, COUNT(*) AS n, SUM(flops) AS flops FROM instructions GROUP BY opcode ORDER BY n DESC, opcode", 0)
+        .sql("SELECT opcode, COUNT(*) AS n, SUM(flops) AS flops FROM instructions GROUP BY opcode ORDER BY n DESC, opcode", 0, SqlLimits::default())
         .unwrap();
     assert!(!truncated);
     let counts = |v: &[Value]| {
@@ -118,15 +118,23 @@ fn sql_is_read_only() {
         "ATTACH DATABASE '/tmp/x.db' AS x",
         "/* hi */ INSERT INTO edges VALUES (1,2,3)",
     ] {
-        let e = db.sql(q, 0).unwrap_err();
+        let e = db.sql(q, 0, SqlLimits::default()).unwrap_err();
         assert_eq!(e.kind(), "invalid_value", "{q}");
     }
     let (rows, _) = db
-        .sql("-- count\nSELECT COUNT(*) AS n FROM edges", 0)
+        .sql(
+            "-- count\nSELECT COUNT(*) AS n FROM edges",
+            0,
+            SqlLimits::default(),
+        )
         .unwrap();
     assert_eq!(rows[0]["n"], 4);
     let (rows, truncated) = db
-        .sql("SELECT name FROM instructions ORDER BY id", 2)
+        .sql(
+            "SELECT name FROM instructions ORDER BY id",
+            2,
+            SqlLimits::default(),
+        )
         .unwrap();
     assert_eq!((rows.len(), truncated), (2, true));
     assert_eq!(rows[0]["name"], "x.1");

@@ -160,14 +160,7 @@ impl DumpIndex {
 
     /// Index the top level of `dir` (no recursion).
     pub fn scan(dir: &Path) -> Result<DumpIndex> {
-        let rd = std::fs::read_dir(dir).map_err(|e| LloError::io(dir, e))?;
-        let mut names: Vec<String> = rd
-            .filter_map(|e| e.ok())
-            .filter(|e| e.file_type().map(|t| t.is_file()).unwrap_or(false))
-            .filter_map(|e| e.file_name().into_string().ok())
-            .collect();
-        names.sort();
-        Ok(Self::from_names(dir, &names))
+        Ok(Self::from_names(dir, &crate::dump_file_names(dir)?))
     }
 
     /// Build the index from file names (pure; used by `scan` and tests).

@@ -79,15 +79,19 @@ impl LloError {
             | LloError::Malformed { .. } => "invalid_value",
             LloError::NoData { .. } => "no_data",
             LloError::Io { source, .. } => match source.kind() {
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => "path",
+                std::io::ErrorKind::NotFound
+                | std::io::ErrorKind::PermissionDenied
+                | std::io::ErrorKind::IsADirectory
+                | std::io::ErrorKind::NotADirectory => "path",
                 std::io::ErrorKind::InvalidData => "invalid_value",
                 _ => "internal",
             },
         }
     }
 
-    pub fn hint(&self) -> Option<String> {
-        Some(match self {
+    /// The fix to suggest; every error has one (a `"hint": null` helps nobody).
+    pub fn hint(&self) -> String {
+        match self {
             LloError::DirNotGiven { what, env } => format!(
                 "pass the {what} explicitly or set ${env}; capture flags: {}",
                 LLO_CAPTURE_FLAGS.join(" ")
@@ -114,8 +118,11 @@ impl LloError {
             LloError::NoData { capture_flags, .. } => {
                 format!("re-capture with {}", capture_flags.join(" "))
             }
-            LloError::Io { .. } => return None,
-        })
+            LloError::Io { path, .. } => format!(
+                "check that {} exists and is a file this user can read",
+                path.display()
+            ),
+        }
     }
 }
 

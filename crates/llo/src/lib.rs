@@ -88,6 +88,25 @@ pub fn f64_json(x: f64) -> serde_json::Value {
         .unwrap_or(serde_json::Value::Null)
 }
 
+/// The names of the files at the top level of a dump directory, sorted: regular files and
+/// symbolic links to them, followed (a dump assembled from links reads like a copied one; the
+/// MCP server checks what the links reach against its roots). Directories, dangling links,
+/// special files and names that are not UTF-8 are left out.
+pub fn dump_file_names(dir: &Path) -> Result<Vec<String>> {
+    let rd = std::fs::read_dir(dir).map_err(|e| LloError::io(dir, e))?;
+    let mut names: Vec<String> = rd
+        .filter_map(|e| e.ok())
+        .filter(|e| match e.file_type() {
+            Ok(t) if t.is_symlink() => e.path().is_file(),
+            Ok(t) => t.is_file(),
+            Err(_) => false,
+        })
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
 /// Read a whole file as text, replacing invalid UTF-8 (the seed's `errors="replace"`).
 pub fn read_text(path: &Path) -> Result<String> {
     let bytes = std::fs::read(path).map_err(|e| LloError::io(path, e))?;

@@ -98,21 +98,15 @@ pub fn from_mosaic_dump(
     pass_label: Option<&str>,
     max_chars: usize,
 ) -> Result<(Value, PathBuf)> {
-    let rd = std::fs::read_dir(dir).map_err(|e| LloError::io(dir, e))?;
-    let mut names: Vec<String> = rd
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().into_string().ok())
-        .collect();
-    names.sort();
+    let names = crate::dump_file_names(dir)?;
     let files: Vec<MosaicFile> = names.iter().filter_map(|n| parse_mosaic_name(n)).collect();
     // A kernel matches by its file token, its file name, or its MLIR function name (read from
     // the file head), so `matmul_pipeline_kernel` finds a dump whose token is `anonymous`.
     let mut funcs: BTreeMap<String, Option<String>> = BTreeMap::new();
     let mut groups: BTreeMap<(u64, String), Vec<&MosaicFile>> = BTreeMap::new();
     for f in &files {
-        let func = read_head(&dir.join(&f.file), 64 * 1024)
-            .ok()
-            .and_then(|h| FUNC_RE.captures(&h).map(|c| c[1].to_string()));
+        let head = read_head(&dir.join(&f.file), 64 * 1024)?;
+        let func = FUNC_RE.captures(&head).map(|c| c[1].to_string());
         let hit = kernel.is_empty()
             || f.kernel.contains(kernel)
             || f.file.contains(kernel)
@@ -199,20 +193,17 @@ static CC_NAME_RE: LazyLock<Regex> =
 /// `get_custom_call_mlir` from an XLA HLO dump directory: the bytecode summary of the first
 /// matching custom call (after-optimizations files first).
 pub fn from_hlo_dump(dir: &Path, kernel: &str) -> Result<(Value, Vec<PathBuf>)> {
-    let rd = std::fs::read_dir(dir).map_err(|e| LloError::io(dir, e))?;
-    let mut names: Vec<String> = rd
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| n.ends_with(".txt") || n.ends_with(".hlo"))
-        .collect();
-    names.sort();
+    let mut names = crate::dump_file_names(dir)?;
+    names.retain(|n| n.ends_with(".txt") || n.ends_with(".hlo"));
     names.sort_by_key(|n| !n.contains("after_optimizations"));
     let mut read = Vec::new();
     let mut found: Option<(String, String, String)> = None;
     let mut also: Vec<String> = Vec::new();
     for fname in &names {
         let path = dir.join(fname);
-        let Ok(text) = read_text(&path) else { continue };
+        // An unreadable file is the answer (a path error naming it), not a reason to skip it
+        // and report that the dump holds no custom call.
+        let text = read_text(&path)?;
         read.push(path);
         if !text.contains("custom-call") || !text.contains("custom_call_config") {
             continue;

@@ -165,17 +165,12 @@ static LIMIT_RE: LazyLock<Regex> = LazyLock::new(|| {
 /// The operative `--xla_tpu_scoped_vmem_limit_kib` from an XLA dump directory's `*.flagfile`
 /// or `*tpu_comp_env*` files: `(bytes, file)`, or `None` when no file records it.
 pub fn scoped_limit_from_hlo_dump(dir: &Path) -> Result<Option<(u64, String)>> {
-    let rd = std::fs::read_dir(dir).map_err(|e| crate::LloError::io(dir, e))?;
-    let mut names: Vec<String> = rd
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| n.ends_with(".flagfile") || n.contains("tpu_comp_env"))
-        .collect();
-    names.sort();
+    let mut names = crate::dump_file_names(dir)?;
+    names.retain(|n| n.ends_with(".flagfile") || n.contains("tpu_comp_env"));
     for n in names {
-        let Ok(t) = read_text(&dir.join(&n)) else {
-            continue;
-        };
+        // Unreadable is a path error: skipping it would report the default limit as if the
+        // dump had set none.
+        let t = read_text(&dir.join(&n))?;
         if let Some(c) = LIMIT_RE.captures(&t)
             && let Ok(kib) = c[1].parse::<u64>()
         {

@@ -135,17 +135,6 @@ pub fn remember_registry(reg: &Registry, disc: &crate::registry::Discovery) {
     db.fold_wal();
 }
 
-fn write_stdout(s: &str) {
-    use std::io::Write;
-    let mut o = std::io::stdout().lock();
-    // A closed pipe (`xprof ... | head`) is not an error worth reporting.
-    let _ = o.write_all(s.as_bytes());
-    if !s.ends_with('\n') {
-        let _ = o.write_all(b"\n");
-    }
-    let _ = o.flush();
-}
-
 /// Try to answer `xprof <tool> ...` from the cache without loading any plugin.
 pub fn fast_path(g: &GlobalOpts, rest: &[String], disc: &crate::registry::Discovery) -> Fast {
     let miss = Fast::Miss { remember: false };
@@ -219,7 +208,7 @@ pub fn fast_path(g: &GlobalOpts, rest: &[String], disc: &crate::registry::Discov
     Fast::Hit(
         match crate::output::render(&tool.name, &env.result, &env.content_type, format) {
             Ok(s) => {
-                write_stdout(&s);
+                crate::out(&s);
                 0
             }
             Err(e) => crate::output::print_error(Some(&tool.name), &e),

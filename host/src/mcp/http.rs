@@ -125,6 +125,7 @@ pub async fn serve(
     addr: &str,
     token: Option<String>,
     mut out: std::fs::File,
+    banner: &str,
 ) -> Result<(), ToolError> {
     let addr_s = normalise_addr(addr);
     let listener = tokio::net::TcpListener::bind(&addr_s).await.map_err(|e| {
@@ -166,6 +167,7 @@ pub async fn serve(
         .nest_service("/mcp", svc)
         .layer(axum::middleware::from_fn_with_state(gate_state, gate));
     let url = format!("http://{local}/mcp");
+    eprintln!("{banner}");
     // The first stdout line is the URL, so callers can bind port 0 and read where it went.
     let _ = writeln!(out, "{url}").and_then(|_| out.flush());
     drop(out);

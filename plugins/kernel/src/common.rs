@@ -27,7 +27,7 @@ pub fn to_tool_error(e: LloError) -> ToolError {
         "no_data" => "invalid_value",
         k => k,
     };
-    xprof_plugin_support::lib_error(kind, &e, e.hint())
+    xprof_plugin_support::lib_error(kind, &e, Some(e.hint()))
 }
 
 /// Run a tool body whose library errors may be "no data".

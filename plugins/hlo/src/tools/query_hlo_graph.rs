@@ -1,6 +1,6 @@
 use serde_json::{Map, Value, json};
 use xprof_hlo::print::ModuleView;
-use xprof_hlo::query::GraphDb;
+use xprof_hlo::query::{GraphDb, SqlLimits};
 use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, register_tool};
 
 use crate::common::{hlo_error, load_module, module_param, no_hlo};
@@ -39,7 +39,8 @@ impl Tool for QueryHloGraph {
          opcode_stats, fusion_blockers, call_tree, search (opcode/category/comp_name/\
          name_pattern filters, sort_by), shortest_path (src_op → dst_op), largest_tensors, \
          fusion_contents (op = a fusion), neighbors (op's operands and users), and sql: one \
-         read-only SELECT/WITH statement (anything else is rejected, exit 4). flops and bytes \
+         read-only SELECT/WITH statement (anything else is rejected, exit 4), stopped with exit 4 \
+         past timeout_s (default 10 s) or max_rows (default 100,000). flops and bytes \
          are shape-derived estimates, as XProf's CLI computes them."
     }
     fn params(&self) -> Params {
@@ -54,6 +55,18 @@ impl Tool for QueryHloGraph {
             .string("op", "fusion_contents / neighbors: the instruction.")
             .string("sql", "sql: one read-only SELECT or WITH statement.")
             .integer_min("limit", "At most this many rows (0: no limit).", Some(50), 0)
+            .integer_min(
+                "timeout_s",
+                "sql: stop the query after this many seconds (an error, exit 4).",
+                Some(SqlLimits::DEFAULT_TIMEOUT_S as i64),
+                1,
+            )
+            .integer_min(
+                "max_rows",
+                "sql: a query producing more rows than this is stopped (an error, exit 4); --limit cuts the answer first.",
+                Some(SqlLimits::DEFAULT_MAX_ROWS as i64),
+                1,
+            )
             .string_enum("sort_by", "search: order.", &["id", "count", "flops", "bytes"], "id")
     }
     fn output(&self) -> &'static str {
@@ -95,6 +108,12 @@ impl Tool for QueryHloGraph {
             Some(req(call, "sql")?)
         } else {
             None
+        };
+        let limits = SqlLimits {
+            timeout: std::time::Duration::from_secs(
+                call.usize_or("timeout_s", SqlLimits::DEFAULT_TIMEOUT_S as usize)? as u64,
+            ),
+            max_rows: call.usize_or("max_rows", SqlLimits::DEFAULT_MAX_ROWS)?,
         };
         let (src, dst) = if mode == "shortest_path" {
             (Some(req(call, "src_op")?), Some(req(call, "dst_op")?))
@@ -285,13 +304,18 @@ impl Tool for QueryHloGraph {
                 o.insert("users".into(), json!(list(db.users(i))));
             }
             "sql" => {
-                let (rows, truncated) = db.sql(sql.as_deref().unwrap_or_default(), limit).map_err(|e| {
-                    let mut t = hlo_error(e);
-                    t.hint = Some(
-                        "tables: computations, instructions, edges, call_edges; only one SELECT/WITH statement".into(),
-                    );
-                    t
-                })?;
+                let (rows, truncated) = db
+                    .sql(sql.as_deref().unwrap_or_default(), limit, limits)
+                    .map_err(|e| {
+                        let limit_hit = matches!(e, xprof_hlo::HloError::SqlLimit { .. });
+                        let mut t = hlo_error(e);
+                        if !limit_hit {
+                            t.hint = Some(
+                                "tables: computations, instructions, edges, call_edges; only one SELECT/WITH statement".into(),
+                            );
+                        }
+                        t
+                    })?;
                 o.insert("row_count".into(), json!(rows.len()));
                 o.insert("truncated".into(), json!(truncated));
                 o.insert("rows".into(), json!(rows));

@@ -1,0 +1,350 @@
+//! Issue 30: no input, closed pipe or hostile argument kills a call without a JSON error.
+//! Each test is named after the bug it pins.
+
+use std::process::Stdio;
+
+use xprof_tests::{Run, Sandbox};
+
+/// Run `xprof ARGS` with its stdout a pipe whose reader is already closed, so every write
+/// fails with EPIPE (`xprof cache stats | true`, deterministically).
+fn run_into_closed_pipe(sb: &Sandbox, args: &[&str]) -> Run {
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    sb.cmd()
+        .args(args)
+        .stdout(Stdio::from(writer))
+        .stderr(Stdio::piped())
+        .output()
+        .expect("running xprof")
+        .into()
+}
+
+#[test]
+fn cache_stats_into_a_closed_pipe_does_not_panic() {
+    let sb = Sandbox::new();
+    for args in [
+        &["cache", "stats"][..],
+        &["cache", "clear"],
+        &["--version"],
+        &["--format", "json"],
+        &["plugins"],
+        &["list_runs", "--help"],
+    ] {
+        let r = run_into_closed_pipe(&sb, args);
+        assert!(
+            !r.stderr.contains("panicked"),
+            "{args:?}: exit {}, stderr:\n{}",
+            r.code,
+            r.stderr
+        );
+        assert_eq!(r.code, 0, "{args:?}: stderr:\n{}", r.stderr);
+        assert_eq!(r.stderr, "", "{args:?}: a closed pipe is a quiet exit");
+    }
+}
+
+/// `xprof mcp --http 0.0.0.0:0` without a token is refused, and a taken port cannot be bound:
+/// either way stderr is the one JSON error, with no banner before it.
+#[test]
+fn mcp_http_bind_failure_prints_no_banner_before_the_error() {
+    let sb = Sandbox::new();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = taken.local_addr().unwrap().to_string();
+    for (addr, needle) in [
+        ("0.0.0.0:0", "without a token"),
+        (taken.as_str(), "cannot listen"),
+    ] {
+        let r: Run = sb
+            .cmd()
+            .env_remove("XPROF_MCP_TOKEN")
+            .args(["mcp", "--http", addr])
+            .output()
+            .unwrap()
+            .into();
+        assert_eq!(r.code, 2, "{addr}: {}", r.stderr);
+        let e = r.error();
+        assert_eq!(e["error"]["kind"], "usage", "{addr}: {e}");
+        let msg = e["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(needle), "{addr}: {msg}");
+        assert_eq!(r.stdout, "", "{addr}: no URL is printed");
+    }
+}
+
+/// Whether this process runs as root (who can read any file, so a test that needs an
+/// unreadable file runs `xprof` as `nobody`).
+fn running_as_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+/// `xprof --no_cache ARGS` as a user who cannot read a mode-000 file (this user, or `nobody`
+/// when the tests run as root; the sandbox is opened up so that user can enter it).
+fn run_unprivileged(sb: &Sandbox, args: &[&str]) -> Run {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let mut c = sb.cmd();
+    c.arg("--no_cache").args(args);
+    if running_as_root() {
+        std::fs::set_permissions(sb.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        c.uid(65534).gid(65534);
+    }
+    c.output().expect("running xprof").into()
+}
+
+/// A copy of `src`'s files in `<sandbox>/<name>`.
+fn copy_dir(sb: &Sandbox, src: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let dst = sb.path().join(name);
+    std::fs::create_dir_all(&dst).unwrap();
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dst.join(e.file_name())).unwrap();
+    }
+    dst
+}
+
+fn make_unreadable(p: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o000)).unwrap();
+}
+
+fn assert_path_error_naming(r: &Run, file: &std::path::Path) {
+    assert_eq!(r.code, 3, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    let e = r.error();
+    assert_eq!(e["error"]["kind"], "path", "{e}");
+    let name = file.file_name().unwrap().to_str().unwrap();
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains(name),
+        "the message names {name}: {e}"
+    );
+    assert!(
+        e["error"]["hint"].as_str().is_some_and(|h| !h.is_empty()),
+        "a hint, not null: {e}"
+    );
+}
+
+#[test]
+fn unreadable_hlo_dump_file_is_a_path_error_not_no_data() {
+    let Some(corpus) = xprof_tests::corpus() else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let dir = copy_dir(&sb, &corpus.join("fixtures/seed-v6e/hlo_dump"), "hlo_dump");
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    make_unreadable(&file);
+    let r = run_unprivileged(
+        &sb,
+        &[
+            "get_custom_call_mlir",
+            "--hlo_dump_dir",
+            dir.to_str().unwrap(),
+        ],
+    );
+    assert_path_error_naming(&r, &file);
+}
+
+#[test]
+fn unreadable_mosaic_dump_file_is_a_path_error_not_no_data() {
+    let Some(corpus) = xprof_tests::corpus() else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let dir = copy_dir(&sb, &corpus.join("fixtures/seed-v6e/mosaic_dump"), "mosaic");
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    make_unreadable(&file);
+    let r = run_unprivileged(
+        &sb,
+        &[
+            "get_custom_call_mlir",
+            "--mosaic_dump_dir",
+            dir.to_str().unwrap(),
+        ],
+    );
+    assert_path_error_naming(&r, &file);
+}
+
+#[test]
+fn unreadable_llo_dump_file_is_a_path_error_with_a_hint_not_null() {
+    let Some(corpus) = xprof_tests::corpus() else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let dir = copy_dir(&sb, &corpus.join("fixtures/seed-v6e/jf_dump"), "jf_dump");
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_str().unwrap().ends_with("-final_bundles.txt"))
+        .expect("a final_bundles file");
+    make_unreadable(&file);
+    let program = "matmul_optimized.1";
+    let r = run_unprivileged(
+        &sb,
+        &[
+            "get_llo_bundles",
+            "--dump_dir",
+            dir.to_str().unwrap(),
+            "--program",
+            program,
+        ],
+    );
+    assert_path_error_naming(&r, &file);
+}
+
+/// `<sandbox>/<name>` holding a symbolic link to each file of `src`.
+fn link_dir(sb: &Sandbox, src: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let dst = sb.path().join(name);
+    std::fs::create_dir_all(&dst).unwrap();
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        std::os::unix::fs::symlink(e.path().canonicalize().unwrap(), dst.join(e.file_name()))
+            .unwrap();
+    }
+    dst
+}
+
+/// The result without the `dump_dir` it echoes (the copy and the links differ there only).
+fn without_dir(mut v: serde_json::Value) -> serde_json::Value {
+    if let Some(o) = v.as_object_mut() {
+        o.remove("dump_dir");
+        o.remove("capture");
+    }
+    v
+}
+
+#[test]
+fn symlinked_hlo_dump_files_are_followed_like_copies() {
+    let sb = Sandbox::new();
+    let src = xprof_tests::fixtures().join("jax-cpu/hlo_dump");
+    let copy = copy_dir(&sb, &src, "copy");
+    let links = link_dir(&sb, &src, "links");
+    for args in [
+        &["list_hlo_dump_modules"][..],
+        &[
+            "get_hlo_dump",
+            "--module_pattern",
+            "jit_train_step",
+            "--max_lines",
+            "20",
+        ],
+    ] {
+        let run = |d: &std::path::Path| {
+            let mut a: Vec<&str> = args.to_vec();
+            a.extend(["--dump_dir", d.to_str().unwrap()]);
+            let r = sb.run(&a);
+            r.assert_ok();
+            without_dir(r.json())
+        };
+        let (c, l) = (run(&copy), run(&links));
+        assert!(c.to_string().contains("jit_train_step"), "{c}");
+        assert_eq!(
+            c.to_string().replace("/copy/", "/links/"),
+            l.to_string(),
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
+fn symlinked_llo_dump_files_are_followed_like_copies() {
+    let Some(corpus) = xprof_tests::corpus() else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let src = corpus.join("fixtures/seed-v6e/jf_dump");
+    let copy = copy_dir(&sb, &src, "copy");
+    let links = link_dir(&sb, &src, "links");
+    for args in [
+        &["list_llo_programs"][..],
+        &["get_llo_bundles", "--program", "matmul_optimized.1"],
+    ] {
+        let run = |d: &std::path::Path| {
+            let mut a: Vec<&str> = args.to_vec();
+            a.extend(["--dump_dir", d.to_str().unwrap()]);
+            let r = sb.run(&a);
+            r.assert_ok();
+            without_dir(r.json())
+        };
+        let (c, l) = (run(&copy), run(&links));
+        assert!(c.to_string().contains("matmul_optimized.1"), "{c}");
+        assert_eq!(
+            c.to_string().replace("/copy/", "/links/"),
+            l.to_string(),
+            "{args:?}"
+        );
+    }
+}
+
+/// A recursive CTE with no stop condition never returned (over MCP its thread spun until the
+/// server exited); it is now stopped by the time limit, exit 4 naming `--timeout_s`.
+#[test]
+fn sql_recursive_cte_that_never_ends_stops_at_the_time_limit() {
+    let sb = Sandbox::new();
+    let logdir = xprof_tests::fixtures().join("jax-cpu/logdir");
+    let r = sb.run(&[
+        "query_hlo_graph",
+        logdir.to_str().unwrap(),
+        "--run",
+        "matmul",
+        "--mode",
+        "sql",
+        "--sql",
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT max(x) FROM c",
+        "--timeout_s",
+        "1",
+    ]);
+    assert_eq!(r.code, 4, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    let e = r.error();
+    assert_eq!(e["error"]["kind"], "invalid_value", "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("time limit"),
+        "{e}"
+    );
+    assert!(
+        e["error"]["hint"].as_str().unwrap().contains("--timeout_s"),
+        "{e}"
+    );
+}
+
+#[test]
+fn sql_rows_past_max_rows_are_exit_4_naming_the_limit() {
+    let sb = Sandbox::new();
+    let logdir = xprof_tests::fixtures().join("jax-cpu/logdir");
+    let r = sb.run(&[
+        "query_hlo_graph",
+        logdir.to_str().unwrap(),
+        "--run",
+        "matmul",
+        "--mode",
+        "sql",
+        "--sql",
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 500) SELECT x FROM c",
+        "--limit",
+        "0",
+        "--max_rows",
+        "100",
+    ]);
+    assert_eq!(r.code, 4, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    let e = r.error();
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("more than 100 rows"),
+        "{e}"
+    );
+    assert!(
+        e["error"]["hint"].as_str().unwrap().contains("--max_rows"),
+        "{e}"
+    );
+}
