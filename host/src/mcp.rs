@@ -720,15 +720,16 @@ pub fn run(reg: Registry, args: &[String], g: &GlobalOpts) -> i32 {
 }
 
 async fn serve_stdio(handler: XprofMcp, out: std::fs::File) -> Result<(), ToolError> {
-    let transport = framing::stdio(tokio::io::stdin(), out);
+    let (transport, copier) = framing::stdio(tokio::io::stdin(), out);
     let service = handler
         .serve(transport)
         .await
         .map_err(|e| ToolError::internal(format!("MCP initialization failed: {e}")))?;
-    service
-        .waiting()
-        .await
-        .map_err(|e| ToolError::internal(format!("MCP server stopped: {e}")))?;
+    let stopped = service.waiting().await;
+    // The service has dropped its end of the pipe: the copier ends once the last replies are
+    // on stdout.
+    let _ = copier.await;
+    stopped.map_err(|e| ToolError::internal(format!("MCP server stopped: {e}")))?;
     Ok(())
 }
 

@@ -106,9 +106,16 @@ async fn write_line(out: &Out, line: &[u8]) -> std::io::Result<()> {
     o.flush().await
 }
 
+/// rmcp's ends of the pipes, and the task copying rmcp's replies to stdout: await it once the
+/// service ended, or the last replies are lost.
+pub type Stdio = (
+    (ReadHalf<DuplexStream>, WriteHalf<DuplexStream>),
+    tokio::task::JoinHandle<()>,
+);
+
 /// The stdio transport for rmcp, with the framing checks in front: reads `input` (stdin),
-/// writes to `out` (the saved stdout). Returns rmcp's ends of the pipes.
-pub fn stdio<R>(input: R, out: std::fs::File) -> (ReadHalf<DuplexStream>, WriteHalf<DuplexStream>)
+/// writes to `out` (the saved stdout).
+pub fn stdio<R>(input: R, out: std::fs::File) -> Stdio
 where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
 {
@@ -118,7 +125,7 @@ where
     let out: Out = Arc::new(Mutex::new(tokio::fs::File::from_std(out)));
     // rmcp's replies, a line at a time.
     let o = out.clone();
-    tokio::spawn(async move {
+    let copier = tokio::spawn(async move {
         let mut r = tokio::io::BufReader::new(our_read);
         let mut line = Vec::new();
         loop {
@@ -169,7 +176,7 @@ where
         // End of input: rmcp sees end of file and stops.
         let _ = our_write.shutdown().await;
     });
-    (their_read, their_write)
+    ((their_read, their_write), copier)
 }
 
 #[cfg(test)]
