@@ -34,6 +34,8 @@ pub struct PrintOptions {
     /// Each operand's shape before its name (XLA `print_operand_shape`), as one instruction
     /// prints alone (`HloInstruction::ToString`); whole modules print without.
     pub operand_shapes: bool,
+    /// `backend_config=...` on instructions (XLA `print_backend_config`).
+    pub backend_config: bool,
 }
 
 impl PrintOptions {
@@ -42,6 +44,7 @@ impl PrintOptions {
             style: Style::Long,
             metadata: false,
             operand_shapes: false,
+            backend_config: true,
         }
     }
     pub fn short() -> Self {
@@ -49,13 +52,16 @@ impl PrintOptions {
             style: Style::Short,
             metadata: false,
             operand_shapes: false,
+            backend_config: true,
         }
     }
-    /// One instruction as XLA prints it alone (`HloInstruction::ToString()`): the long style
-    /// with operand shapes, the long name XProf shows for an op.
+    /// One instruction as XProf prints an op's expression (`UncachedExpression`: XLA's
+    /// `HloInstruction::ToString` without metadata and backend config): the long style with
+    /// operand shapes, the long name XProf shows for an op.
     pub fn instruction() -> Self {
         PrintOptions {
             operand_shapes: true,
+            backend_config: false,
             ..Self::long()
         }
     }
@@ -1222,7 +1228,7 @@ impl<'p> ModuleView<'p> {
                 let _ = write!(out, ", metadata={{{md}}}");
             }
         }
-        if !ins.backend_config.is_empty() {
+        if opts.backend_config && !ins.backend_config.is_empty() {
             let cfg = String::from_utf8_lossy(&ins.backend_config);
             if lexes_as_json_dict(&cfg) {
                 let _ = write!(out, ", backend_config={cfg}");
@@ -1524,10 +1530,8 @@ impl<'p> ModuleView<'p> {
                 }
             }
             "custom-call" => {
-                a.push(format!(
-                    "custom_call_target=\"{}\"",
-                    c_escape(&ins.custom_call_target)
-                ));
+                // XLA's order (`HloCustomCallInstruction::PrintExtraAttributesImpl`): the
+                // convolution attributes, then the target.
                 if let Some(w) = &ins.window
                     && !w.dimensions.is_empty()
                 {
@@ -1542,6 +1546,11 @@ impl<'p> ModuleView<'p> {
                 if ins.batch_group_count > 1 {
                     a.push(format!("batch_group_count={}", ins.batch_group_count));
                 }
+                self.precision(ins, a);
+                a.push(format!(
+                    "custom_call_target=\"{}\"",
+                    c_escape(&ins.custom_call_target)
+                ));
                 if ins.constrain_layout {
                     let shapes: Vec<String> = ins
                         .operand_shapes_with_layout

@@ -208,6 +208,11 @@ pub fn module_info(program_id: u64, m: &HloModuleProto) -> HloModuleInfo {
     let view = ModuleView::new(m);
     let opts = PrintOptions::instruction();
     let costs = crate::cost_model::module_costs(&view);
+    // Where XProf's cost analysis has no numbers, ours are estimates.
+    let rejected = crate::cost_model::xprof_rejects_module(&view);
+    let estimate_only = |i: &xprof_proto::xla::HloInstructionProto| {
+        rejected || crate::cost_model::xprof_leaves_uncosted(i)
+    };
     let mut instructions = HashMap::new();
     let mut is_training = false;
     for c in &m.computations {
@@ -225,7 +230,8 @@ pub fn module_info(program_id: u64, m: &HloModuleProto) -> HloModuleInfo {
                     source_file: md.source_file,
                     source_line: md.source_line,
                     expression: view.instruction_text(i, &opts),
-                    cost: costs.get(&i.id).copied(),
+                    cost: costs.get(&i.id).copied().filter(|_| !estimate_only(i)),
+                    estimated_cost: costs.get(&i.id).copied().filter(|_| estimate_only(i)),
                     fused_children: fused_children(&view, i),
                 },
             );

@@ -17,7 +17,10 @@
 //!   (the reduction); all-gather, reduce-scatter bytes: 3 × the larger side − the smaller;
 //!   all-reduce-start bytes: its result;
 //! * cuBLAS / cuDNN custom calls: as dot / convolution (gemm dimension numbers from the
-//!   backend config);
+//!   backend config), bytes without the scratch buffer of their (result, scratch) tuple.
+//!   XProf's analysis costs only cuBLASLt gemms and DNN convolutions, and gives up on a
+//!   module whose cuBLASLt config its XLA cannot read: [`xprof_leaves_uncosted`],
+//!   [`xprof_rejects_module`] (our numbers for those are reported as estimates);
 //! * bytes accessed: operand + output bytes; a fusion's are its operands' and its output's;
 //!   a reduce reads its init values once per output element (XLA GPU).
 //! * Device FLOPs: XProf divides by 2 for 8-bit and by 4 for 4-bit inputs (`flops`), model
@@ -162,6 +165,144 @@ fn gemm_lhs_contracting(backend_config: &[u8]) -> Option<Vec<i64>> {
         .collect()
 }
 
+/// The fields XProf 2.24.2's XLA knows in a cuBLASLt gemm's backend config
+/// (`xla.gpu.GpuBackendConfig` and the messages a gemm fills), read from the protobuf
+/// descriptors built into its converter. Newer XLA writes fields that version dropped or
+/// never had (`wait_on_operation_queues`, `gemm_backend_config.mx_mode`).
+const GPU_BACKEND_CONFIG_FIELDS: &[&str] = &[
+    "operation_queue_id",
+    "cudnn_conv_backend_config",
+    "gemm_backend_config",
+    "bitcast_backend_config",
+    "collective_backend_config",
+    "fusion_backend_config",
+    "cudnn_norm_backend_config",
+    "cudnn_fmha_backend_config",
+    "custom_call_backend_config",
+    "block_scaled_dot_backend_config",
+    "native_emitter_backend_config",
+    "collective_metadata_backend_config",
+    "grouped_gemm_backend_config",
+    "dynamic_slice_config",
+    "force_earliest_schedule",
+    "reification_cost",
+    "device_type",
+];
+const GEMM_BACKEND_CONFIG_FIELDS: &[&str] = &[
+    "selected_algorithm",
+    "alpha_real",
+    "alpha_imag",
+    "beta",
+    "dot_dimension_numbers",
+    "precision_config",
+    "epilogue",
+    "lhs_stride",
+    "rhs_stride",
+    "grad_x",
+    "grad_y",
+    "damax_output",
+    "autotune_workspace_size",
+    "scale_mode",
+    "has_d_scale",
+];
+const DOT_DIMENSION_NUMBERS_FIELDS: &[&str] = &[
+    "lhs_contracting_dimensions",
+    "rhs_contracting_dimensions",
+    "lhs_batch_dimensions",
+    "rhs_batch_dimensions",
+];
+const PRECISION_CONFIG_FIELDS: &[&str] = &["operand_precision", "algorithm"];
+const REIFICATION_COST_FIELDS: &[&str] = &[
+    "end_to_end_cycles",
+    "exec_time_us",
+    "compute_time_us",
+    "memory_access_time_us",
+    "name",
+];
+
+/// A JSON key as protobuf's JSON parser accepts it for `field`: the field name or its
+/// lowerCamelCase JSON name.
+fn names_field(key: &str, field: &str) -> bool {
+    if key == field {
+        return true;
+    }
+    let mut camel = String::with_capacity(field.len());
+    let mut upper = false;
+    for c in field.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            camel.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            camel.push(c);
+        }
+    }
+    key == camel
+}
+
+/// Whether every key of `v` (an object) is one of `fields`, the nested messages checked too.
+fn known_fields(v: &serde_json::Value, fields: &[&str]) -> bool {
+    let Some(obj) = v.as_object() else {
+        return true;
+    };
+    obj.iter().all(|(k, v)| {
+        let Some(f) = fields.iter().find(|f| names_field(k, f)) else {
+            return false;
+        };
+        let nested: &[&str] = match *f {
+            "gemm_backend_config" => GEMM_BACKEND_CONFIG_FIELDS,
+            "dot_dimension_numbers" => DOT_DIMENSION_NUMBERS_FIELDS,
+            "precision_config" => PRECISION_CONFIG_FIELDS,
+            "reification_cost" => REIFICATION_COST_FIELDS,
+            _ => return true,
+        };
+        match v {
+            serde_json::Value::Array(items) => items.iter().all(|i| known_fields(i, nested)),
+            other => known_fields(other, nested),
+        }
+    })
+}
+
+/// A cuBLASLt (hipBLASLt) matmul: the gemm custom calls XLA's GPU cost analysis costs
+/// (`IsCublasLtGemm`). XProf 2.24.2's XLA has no legacy `__cublas$gemm` path any more.
+fn is_cublas_lt_gemm(ins: &HloInstructionProto) -> bool {
+    ins.opcode == "custom-call" && ins.custom_call_target.starts_with("__cublas$lt$matmul")
+}
+
+/// A cuBLAS gemm of either kind (legacy `__cublas$gemm` or cuBLASLt): our model costs both
+/// as a dot.
+fn is_gemm_call(ins: &HloInstructionProto) -> bool {
+    ins.opcode == "custom-call" && ins.custom_call_target.starts_with("__cublas$")
+}
+
+/// A cuDNN / MIOpen convolution (`IsCustomCallToDnnConvolution`).
+fn is_dnn_conv(ins: &HloInstructionProto) -> bool {
+    ins.opcode == "custom-call" && ins.custom_call_target.starts_with("__cudnn$conv")
+}
+
+/// True for a custom call XProf's GPU cost analysis cannot cost: all but cuBLASLt gemms and
+/// DNN convolutions (`HloCostAnalysis::HandleCustomCall` marks FLOPs and bytes unknown, which
+/// XProf prints as 0). Our model's numbers for it are an estimate.
+pub fn xprof_leaves_uncosted(ins: &HloInstructionProto) -> bool {
+    ins.opcode == "custom-call" && !is_cublas_lt_gemm(ins) && !is_dnn_conv(ins)
+}
+
+/// True when XProf's GPU cost analysis fails on this module, and XProf then gives every op of
+/// it 0 FLOPs and 0 bytes: XLA's `GpuHloCostAnalysis` reads a cuBLASLt gemm's backend config
+/// strictly (`backend_config<GpuBackendConfig>()`), a field unknown to XProf 2.24.2's XLA
+/// fails the read, and the failure drops the module's whole cost analysis
+/// (`HloModuleWrapper`). An empty config reads as the defaults.
+pub fn xprof_rejects_module(view: &ModuleView<'_>) -> bool {
+    view.instrs.iter().flatten().any(|ins| {
+        is_cublas_lt_gemm(ins)
+            && !ins.backend_config.is_empty()
+            && serde_json::from_slice::<serde_json::Value>(&ins.backend_config).map_or(true, |v| {
+                !v.is_object() || !known_fields(&v, GPU_BACKEND_CONFIG_FIELDS)
+            })
+    })
+}
+
 struct Ctx<'v, 'p> {
     view: &'v ModuleView<'p>,
     /// Computation id → FLOPs of one call (Σ of its instructions).
@@ -196,8 +337,7 @@ impl Ctx<'_, '_> {
             },
             "convolution" => self.conv(ins, out),
             "custom-call" => {
-                let t = ins.custom_call_target.as_str();
-                if t.starts_with("__cublas$") {
+                if is_gemm_call(ins) {
                     match (
                         self.operand_shape(ins, 0),
                         gemm_lhs_contracting(&ins.backend_config),
@@ -205,7 +345,7 @@ impl Ctx<'_, '_> {
                         (Some(lhs), Some(c)) => dot_flops(lhs, first_array(out), &c),
                         _ => 0,
                     }
-                } else if t.starts_with("__cudnn$conv") {
+                } else if is_dnn_conv(ins) {
                     self.conv(ins, first_array(out))
                 } else {
                     0
@@ -268,7 +408,7 @@ impl Ctx<'_, '_> {
                     .saturating_mul(3)
                     .saturating_sub(input.min(output))
             }
-            o if o == "custom-call" && ins.custom_call_target.starts_with("__cudnn$conv") => {
+            "custom-call" if is_dnn_conv(ins) || is_gemm_call(ins) => {
                 // The scratch buffer of the (result, scratch) tuple is not counted.
                 (0..ins.operand_ids.len()).map(operand).sum::<u64>() + shape_bytes(first_array(out))
             }
@@ -371,6 +511,25 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(shape_bytes(&s), 2);
+    }
+
+    #[test]
+    fn gemm_configs_with_fields_xprof_does_not_know_fail_its_cost_analysis() {
+        let known = serde_json::json!({"operationQueueId": "0", "gemm_backend_config": {
+            "alpha_real": 1, "dot_dimension_numbers": {"lhs_contracting_dimensions": ["1"]},
+            "precision_config": {"operand_precision": ["DEFAULT"]}}, "reification_cost": []});
+        assert!(known_fields(&known, GPU_BACKEND_CONFIG_FIELDS));
+        for unknown in [
+            serde_json::json!({"wait_on_operation_queues": []}),
+            serde_json::json!({"gemm_backend_config": {"mx_mode": false}}),
+            serde_json::json!({"gemm_backend_config": {"dot_dimension_numbers": {"x": 1}}}),
+            serde_json::json!({"reification_cost": [{"exec_time_us": 1, "y": 2}]}),
+        ] {
+            assert!(
+                !known_fields(&unknown, GPU_BACKEND_CONFIG_FIELDS),
+                "{unknown}"
+            );
+        }
     }
 
     #[test]

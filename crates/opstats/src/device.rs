@@ -830,6 +830,7 @@ pub fn add_fusion_children(db: &mut OpMetricsDb, modules: &HashMap<u64, HloModul
                     name: c.name.clone(),
                     category: hlo_category(c),
                     long_name: c.expression.clone(),
+                    // XProf joins these plainly (":" for an op without metadata).
                     provenance: format!("{}:{}", c.op_name, c.op_type),
                     occurrences: 1,
                     num_cores: 1,
@@ -976,7 +977,8 @@ pub fn gpu_precision_stats(
 }
 
 /// One GPU plane's kernel database (XProf `ConvertDeviceTraceXPlaneToOpMetricsDb`): kernels
-/// of one HLO op in one step are one occurrence; ops whose instruction is unknown are dropped.
+/// of one HLO op launched back to back in one step are one occurrence (kernels without a
+/// `group_id` each their own); ops whose instruction is unknown are dropped.
 /// Returns the db and the number of kernels dropped for lack of HLO.
 pub fn gpu_db(plane: &Plane, modules: &HashMap<u64, HloModuleInfo>) -> (OpMetricsDb, u64) {
     let mut b = NamedDbBuilder::new();
@@ -989,8 +991,8 @@ pub fn gpu_db(plane: &Plane, modules: &HashMap<u64, HloModuleInfo>) -> (OpMetric
             continue;
         }
         // (program, op, group) of the occurrence being merged, with its duration and cost.
-        let mut cur: Option<(u64, String, i64, u64, OpMetrics)> = None;
-        let flush = |cur: &mut Option<(u64, String, i64, u64, OpMetrics)>,
+        let mut cur: Option<(u64, String, Option<i64>, u64, OpMetrics)> = None;
+        let flush = |cur: &mut Option<(u64, String, Option<i64>, u64, OpMetrics)>,
                      b: &mut NamedDbBuilder| {
             if let Some((pid, name, _, dur, tmpl)) = cur.take() {
                 b.enter(pid, &name, dur, dur, || tmpl);
@@ -1029,15 +1031,17 @@ pub fn gpu_db(plane: &Plane, modules: &HashMap<u64, HloModuleInfo>) -> (OpMetric
                 dropped = dropped.saturating_add(1);
                 continue;
             };
-            let group = e.stats.i64(StatKey::GroupId).unwrap_or(-1);
-            let same = cur
-                .as_ref()
-                .is_some_and(|(p, n, g, _, _)| *p == pid && *n == op_name && *g == group);
+            // XProf's tracker compares optional group ids: an absent id equals no other, so
+            // each ungrouped launch is an occurrence of its own.
+            let group = e.stats.i64(StatKey::GroupId);
+            let same = cur.as_ref().is_some_and(|(p, n, g, _, _)| {
+                *p == pid && *n == op_name && group.is_some() && *g == group
+            });
             if !same {
                 flush(&mut cur, &mut b);
                 let mut t = OpMetrics {
                     category: hlo_category(instr),
-                    provenance: instr.op_name.clone(),
+                    provenance: crate::tfop::tf_op_fullname(&instr.op_name, &instr.op_type),
                     long_name: instr.expression.clone(),
                     source_file: instr.source_file.clone(),
                     // XProf gives a GPU op without a source file line -1.
@@ -1060,6 +1064,10 @@ pub fn gpu_db(plane: &Plane, modules: &HashMap<u64, HloModuleInfo>) -> (OpMetric
                 }
                 // XProf `DeviceOpMetricsDbBuilder::EnterOp`: the HLO cost analysis wins
                 // wherever it gives more than 0; the kernel's stats fill the rest.
+                if let Some(c) = instr.estimated_cost {
+                    t.estimated_flops = c.flops;
+                    t.estimated_bytes_accessed = c.bytes_accessed;
+                }
                 if let Some(c) = instr.cost {
                     if c.flops > 0 {
                         t.flops = c.flops;

@@ -101,6 +101,10 @@ pub struct OpMetrics {
     pub event_flops: u64,
     pub event_model_flops: u64,
     pub event_bytes_accessed: u64,
+    /// Our HLO cost model's FLOPs / bytes where XProf's cost analysis has none for the op
+    /// (it prints 0; `crate::cost_model::xprof_rejects_module`), reported as `*_estimated`.
+    pub estimated_flops: u64,
+    pub estimated_bytes_accessed: u64,
     pub is_eager: bool,
     pub core_type: CoreType,
     pub source_file: String,
@@ -127,6 +131,8 @@ impl OpMetrics {
             self.flops
         };
         self.bytes_accessed = self.bytes_accessed.saturating_mul(n);
+        self.estimated_flops = self.estimated_flops.saturating_mul(n);
+        self.estimated_bytes_accessed = self.estimated_bytes_accessed.saturating_mul(n);
         for m in &mut self.memory_accessed {
             m.bytes = m.bytes.saturating_mul(n);
         }
@@ -195,6 +201,10 @@ impl OpMetrics {
         self.event_bytes_accessed = self
             .event_bytes_accessed
             .saturating_add(src.event_bytes_accessed);
+        self.estimated_flops = self.estimated_flops.saturating_add(src.estimated_flops);
+        self.estimated_bytes_accessed = self
+            .estimated_bytes_accessed
+            .saturating_add(src.estimated_bytes_accessed);
         self.vdd_energy_j += src.vdd_energy_j;
         // XProf copies an op's children from the first source that has some
         // (`CopyOpMetricsMetadata`); it does not add them up over cores or hosts.

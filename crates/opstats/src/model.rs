@@ -669,6 +669,9 @@ pub struct HloInstr {
     pub expression: String,
     /// FLOPs / bytes from our HLO cost model (`crate::cost_model`; used for GPU kernels).
     pub cost: Option<crate::cost_model::HloCost>,
+    /// Our cost model's numbers where XProf has none for this op
+    /// ([`crate::cost_model::xprof_rejects_module`]); reported as `*_estimated`.
+    pub estimated_cost: Option<crate::cost_model::HloCost>,
     /// A fusion's fused instructions but parameters and tuples, in their computation's
     /// order (by name; names are unique in a module).
     pub fused_children: Vec<String>,

@@ -109,6 +109,20 @@ fn memcpy(name: &str) -> Option<TfOpCategory> {
     .map(|(_, c)| c)
 }
 
+/// XProf's framework-op full name of an HLO op (`TfOpFullname`): `<op_name>:<op_type>`, empty
+/// when both are empty; XLA's argument and result ops are typed by their own name.
+pub fn tf_op_fullname(op_name: &str, op_type: &str) -> String {
+    if op_type.is_empty() {
+        if op_name.is_empty() {
+            return String::new();
+        }
+        if op_name == "XLA_Args" || op_name == "XLA_Retvals" {
+            return format!("{op_name}:{op_name}");
+        }
+    }
+    format!("{op_name}:{op_type}")
+}
+
 pub fn parse_tf_op(full: &str) -> TfOp<'_> {
     let unknown = TfOp {
         category: TfOpCategory::Unknown,

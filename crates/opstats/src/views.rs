@@ -45,6 +45,7 @@ pub mod reasons {
     pub const GPU_COMPUTE_EFFICIENCY: &str = "XProf's GPU roofline prints 0 for the compute efficiency; *_measured is the measured FLOP rate over the GPU's peak";
     pub const NOT_COUNTED_ABOVE_CATEGORY: &str = "XProf counts occurrences only for ops and their categories and prints 0 for programs and the root; *_measured sums the occurrences of the node's ops";
     pub const NO_MEMORY_BREAKDOWN: &str = "XProf's TPU op profile counts bytes only from an op's per-memory-space breakdown (memory_access_breakdown), which these ops lack (it prints 0); *_measured puts their bytes_accessed in HBM";
+    pub const REJECTED_BY_COST_ANALYSIS: &str = "XProf's XLA cost analysis has no numbers for this op (a custom call it does not cost, such as a legacy __cublas$gemm, or a module whose cuBLASLt gemm config its XLA cannot read), so it prints 0 FLOPs and bytes; *_estimated is our HLO cost model's";
     pub const NO_HOST_OPS: &str =
         "XProf computes host idle time only for TPU captures (prints 0 elsewhere)";
 }
@@ -61,7 +62,12 @@ fn null_with(m: &mut Map<String, Value>, key: &str, reason: &str, measured: Opti
 /// XLA ops a CPU backend ran on host threads, and GPU kernels without `flops`/`bytes_accessed`
 /// stats (XProf would run XLA's GPU cost model on the HLO; we do not).
 pub fn cost_unknown(op: &OpMetrics, hw: HardwareType) -> Option<&'static str> {
-    if op.cost_source != crate::metrics::CostSource::None || op.is_idle() {
+    // An op XProf's cost analysis rejected has XProf's 0 and our estimate, not an absence.
+    if op.cost_source != crate::metrics::CostSource::None
+        || op.is_idle()
+        || op.estimated_flops > 0
+        || op.estimated_bytes_accessed > 0
+    {
         return None;
     }
     match (op.core_type, hw) {
@@ -71,9 +77,19 @@ pub fn cost_unknown(op: &OpMetrics, hw: HardwareType) -> Option<&'static str> {
     }
 }
 
-/// A custom call whose FLOPs XProf does not count (placeholder 0).
+/// An op whose FLOPs XProf does not count (placeholder 0): a custom call without them, or an
+/// op of a module XProf's cost analysis rejected (we have an estimate).
 pub fn is_flops_placeholder(op: &OpMetrics) -> bool {
-    op.category == "custom-call" && op.flops == 0
+    op.flops == 0 && (op.category == "custom-call" || op.estimated_flops > 0)
+}
+
+/// The placeholder reason for `op`'s FLOPs and bytes ([`is_flops_placeholder`]).
+fn flops_placeholder_reason(op: &OpMetrics) -> &'static str {
+    if op.estimated_flops > 0 || op.estimated_bytes_accessed > 0 {
+        reasons::REJECTED_BY_COST_ANALYSIS
+    } else {
+        reasons::CUSTOM_CALL_FLOPS
+    }
 }
 
 /// `hlo_op_name`: the text before ` = ` of the expression, `%` stripped; else the name.
@@ -404,26 +420,50 @@ fn hlo_stats_row(
     } else {
         r.measured_flop_rate * safe_div(op.time_ps as f64, op.normalized_time_ps as f64)
     };
+    let why = flops_placeholder_reason(op);
     if placeholder {
         let measured = |v: f64| (op.event_flops > 0).then(|| json!(v));
-        null_with(
-            &mut m,
-            "model_flop_rate",
-            reasons::CUSTOM_CALL_FLOPS,
-            measured(mr.model_flop_rate),
-        );
+        null_with(&mut m, "model_flop_rate", why, measured(mr.model_flop_rate));
         null_with(
             &mut m,
             "normalized_flop_rate",
-            reasons::CUSTOM_CALL_FLOPS,
+            why,
             measured(mr.measured_flop_rate),
         );
         null_with(
             &mut m,
             "flops",
-            reasons::CUSTOM_CALL_FLOPS,
+            why,
             (op.event_flops > 0).then(|| json!(op.event_flops)),
         );
+        if op.estimated_flops > 0 || op.estimated_bytes_accessed > 0 {
+            let er = roofline(
+                op,
+                op.estimated_flops as f64,
+                op.estimated_flops as f64,
+                op.estimated_bytes_accessed,
+                perf,
+                hw,
+            );
+            m.insert("flops_estimated".into(), json!(op.estimated_flops));
+            m.insert(
+                "bytes_accessed_estimated".into(),
+                json!(op.estimated_bytes_accessed),
+            );
+            m.insert(
+                "model_flop_rate_estimated".into(),
+                json!(er.model_flop_rate),
+            );
+            m.insert(
+                "measured_memory_bw_estimated".into(),
+                json!(er.measured_memory_bw),
+            );
+            m.insert(
+                "operational_intensity_estimated".into(),
+                json!(er.operational_intensity),
+            );
+            m.insert("bound_by_estimated".into(), json!(er.bound_by));
+        }
     } else {
         m.insert("model_flop_rate".into(), json!(r.model_flop_rate));
         m.insert("normalized_flop_rate".into(), json!(normalized));
@@ -473,7 +513,7 @@ fn hlo_stats_row(
             "cmem_write_bw",
             "operational_intensity",
         ] {
-            null_with(&mut m, k, reasons::CUSTOM_CALL_FLOPS, None);
+            null_with(&mut m, k, why, None);
         }
     }
     if placeholder && op.event_flops > 0 {
@@ -649,7 +689,7 @@ pub fn roofline_model(s: &OpStats) -> (Map<String, Value>, Vec<Map<String, Value
             }
         }
     }
-    if hw == HardwareType::Gpu {
+    if hw == HardwareType::Gpu && !xprof_prints_gpu_peak(&perf) {
         for k in [
             "peak_flop_rate",
             "hbm_ridge_point",
@@ -661,6 +701,16 @@ pub fn roofline_model(s: &OpStats) -> (Map<String, Value>, Vec<Map<String, Value
         }
     }
     (dev, records)
+}
+
+/// Whether XProf's GPU roofline prints the device's peak FLOP rate (and the ridge points and
+/// compute efficiencies derived from it): it does for a peak from the device plane's stat or
+/// from its AMD gfx table; for Nvidia GPUs XProf 2.24.2 prints 0 (checked on a V100 and a
+/// synthetic Hopper capture).
+fn xprof_prints_gpu_peak(perf: &PerfEnv) -> bool {
+    use crate::device::peak_source;
+    perf.peak_tflops > 0.0
+        && (perf.peak_source == peak_source::AMD || perf.peak_source == peak_source::STAT)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -716,18 +766,29 @@ fn roofline_record(
             hw,
         );
         let measured = |v: f64| (op.event_flops > 0).then(|| json!(v));
+        let why = flops_placeholder_reason(op);
         null_with(
             &mut m,
             "measured_flop_rate",
-            reasons::CUSTOM_CALL_FLOPS,
+            why,
             measured(mr.measured_flop_rate),
         );
-        null_with(
-            &mut m,
-            "model_flop_rate",
-            reasons::CUSTOM_CALL_FLOPS,
-            measured(mr.model_flop_rate),
-        );
+        null_with(&mut m, "model_flop_rate", why, measured(mr.model_flop_rate));
+        if op.estimated_flops > 0 {
+            let er = roofline(
+                op,
+                op.estimated_flops as f64,
+                op.estimated_flops as f64,
+                op.estimated_bytes_accessed,
+                Some(perf),
+                hw,
+            );
+            m.insert(
+                "measured_flop_rate_estimated".into(),
+                json!(er.measured_flop_rate),
+            );
+            m.insert("bound_by_estimated".into(), json!(er.bound_by));
+        }
         if op.event_flops > 0 {
             m.insert("bound_by_measured".into(), json!(mr.bound_by));
             m.insert(
@@ -785,7 +846,7 @@ fn roofline_record(
     );
     m.insert("optimal_flop_rate".into(), json!(r.optimal_flop_rate));
     m.insert("roofline_efficiency".into(), json!(r.roofline_efficiency));
-    if hw == HardwareType::Gpu {
+    if hw == HardwareType::Gpu && !xprof_prints_gpu_peak(perf) {
         null_with(
             &mut m,
             "compute_efficiency",
@@ -1635,10 +1696,14 @@ fn op_tree_node(op: &OpMetrics, total: u64, env: NodeEnv<'_>, depth: u32) -> Val
     if is_flops_placeholder(op) {
         m["metrics"]["rawFlops"] = Value::Null;
         m["metrics"]["bf16Flops"] = Value::Null;
-        m["metrics"]["rawFlops_reason"] = json!(reasons::CUSTOM_CALL_FLOPS);
-        m["metrics"]["bf16Flops_reason"] = json!(reasons::CUSTOM_CALL_FLOPS);
+        let why = flops_placeholder_reason(op);
+        m["metrics"]["rawFlops_reason"] = json!(why);
+        m["metrics"]["bf16Flops_reason"] = json!(why);
         if op.event_flops > 0 {
             m["metrics"]["rawFlops_measured"] = json!(op.event_flops);
+        }
+        if op.estimated_flops > 0 {
+            m["metrics"]["rawFlops_estimated"] = json!(op.estimated_flops);
         }
     }
     m

@@ -631,3 +631,149 @@ fn collectives_cost_what_xprof_reports() {
     assert_eq!(got(7), (3 * 128 * 256, 128 * kib));
     assert_eq!(got(8), (0, 256 * kib));
 }
+
+/// A module of one cuBLAS gemm (`gemm.1 = (bf16[64,64], s8[16]) custom-call(a, b)` calling
+/// `target`, contracting lhs {1}: 2·64·64·32 = 262144 FLOPs) and an add over its result,
+/// with the gemm's backend config `config`.
+fn gemm_module(name: &str, target: &str, config: &str) -> xla::HloProto {
+    use xprof_testkit::hlo_param;
+    let bf16s = |d: &[i64]| hlo_shape(T::Bf16, d);
+    let mut gemm = hlo_instr(3, "gemm.1", "custom-call", bf16s(&[64, 64]), &[1, 2]);
+    gemm.shape = Some(xla::ShapeProto {
+        element_type: T::Tuple as i32,
+        tuple_shapes: vec![bf16s(&[64, 64]), hlo_shape(T::S8, &[16])],
+        ..Default::default()
+    });
+    gemm.custom_call_target = target.into();
+    gemm.backend_config = config.as_bytes().to_vec();
+    let mut gte = hlo_instr(4, "gte.2", "get-tuple-element", bf16s(&[64, 64]), &[3]);
+    gte.tuple_index = 0;
+    let entry = vec![
+        hlo_param(1, "a", bf16s(&[64, 32]), 0),
+        hlo_param(2, "b", bf16s(&[32, 64]), 1),
+        gemm,
+        gte,
+        hlo_instr(5, "add.3", "add", bf16s(&[64, 64]), &[4, 4]),
+    ];
+    hlo_module_proto(name, 1, vec![(1, "main", entry)])
+}
+
+/// Program 1: a cuBLASLt gemm with a config XProf 2.24.2's XLA reads; program 2: one with a
+/// config it rejects (`mx_mode`, a field that XLA dropped); program 3: a legacy
+/// `__cublas$gemm` (XLA no longer costs those). On one stream, program 1's gemm twice back to
+/// back without `group_id`, its add twice back to back in group 5; programs 2 and 3's gemm
+/// and add once each.
+fn library_call_capture() -> XSpaceBuilder {
+    const READ: &str = r#"{"operation_queue_id":"0","gemm_backend_config":{"alpha_real":1,"dot_dimension_numbers":{"lhs_contracting_dimensions":["1"],"rhs_contracting_dimensions":["0"]}}}"#;
+    const REJECTED: &str = r#"{"operation_queue_id":"0","gemm_backend_config":{"alpha_real":1,"mx_mode":false,"dot_dimension_numbers":{"lhs_contracting_dimensions":["1"],"rhs_contracting_dimensions":["0"]}}}"#;
+    const LT: &str = "__cublas$lt$matmul";
+    let read = gemm_module("jit_read", LT, READ);
+    let rejected = gemm_module("jit_rej", LT, REJECTED);
+    let legacy = gemm_module("jit_legacy", "__cublas$gemm", READ);
+    XSpaceBuilder::new()
+        .hostname("gpuhost")
+        .plane("/host:metadata", |p| {
+            p.hlo_module(1, 1, &read)
+                .hlo_module(2, 2, &rejected)
+                .hlo_module(3, 3, &legacy)
+        })
+        .plane("/device:GPU:0", |p| {
+            let k = |l: xprof_testkit::LineBuilder, op: &str, pid: u64, g: Option<i64>, b: i64| {
+                let l = l
+                    .event(&format!("{op}_kernel"), b, 1_000_000)
+                    .stat("hlo_op", op)
+                    .stat("program_id", pid)
+                    .stat("correlation_id", (b / 1_000_000) as u64);
+                match g {
+                    Some(g) => l.stat("group_id", g),
+                    None => l,
+                }
+            };
+            p.id(1)
+                .stat("device_vendor", "AMD")
+                .stat("gpu_device_name", "gfx942")
+                .stat("clock_rate", 2_100_000u64)
+                .stat("core_count", 304u64)
+                .stat("memory_bandwidth", 5_300_000_000_000u64)
+                .line_with_id(1, "Stream #1(Compute)", |l| {
+                    let l = k(l, "gemm.1", 1, None, 0);
+                    let l = k(l, "gemm.1", 1, None, 1_000_000);
+                    let l = k(l, "add.3", 1, Some(5), 2_000_000);
+                    let l = k(l, "add.3", 1, Some(5), 3_000_000);
+                    let l = k(l, "gemm.1", 2, None, 4_000_000);
+                    let l = k(l, "add.3", 2, None, 5_000_000);
+                    let l = k(l, "gemm.1", 3, None, 6_000_000);
+                    k(l, "add.3", 3, None, 7_000_000)
+                })
+        })
+}
+
+#[test]
+fn ungrouped_back_to_back_kernels_of_one_op_are_occurrences_of_their_own() {
+    let s = build(&host_space(
+        "gpuhost",
+        &library_call_capture().build(),
+        Vec::new(),
+    ));
+    let op = |pid: u64, n: &str| {
+        s.device_db
+            .metrics
+            .iter()
+            .find(|m| m.program_id == pid && m.name == n)
+            .unwrap_or_else(|| panic!("{pid} {n}"))
+    };
+    // No group id: each launch counts; one group id: the two launches are one occurrence.
+    assert_eq!(op(1, "gemm.1").occurrences, 2);
+    assert_eq!(op(1, "add.3").occurrences, 1);
+    assert_eq!(op(1, "add.3").time_ps, 2_000_000);
+}
+
+#[test]
+fn library_calls_of_a_module_xprof_cannot_cost_get_its_zeros_and_our_estimate() {
+    let s = build(&host_space(
+        "gpuhost",
+        &library_call_capture().build(),
+        Vec::new(),
+    ));
+    let op = |pid: u64, n: &str| {
+        s.device_db
+            .metrics
+            .iter()
+            .find(|m| m.program_id == pid && m.name == n)
+            .unwrap()
+    };
+    // Readable config: the gemm costs as a dot, per occurrence; its bytes leave out the
+    // scratch buffer: (64·32 + 32·64 + 64·64) · 2 = 16384.
+    assert_eq!(op(1, "gemm.1").flops, 2 * 262_144);
+    assert_eq!(op(1, "gemm.1").bytes_accessed, 2 * 16_384);
+    // A legacy gemm: XProf does not cost it, the module's other ops it does.
+    let legacy = op(3, "gemm.1");
+    assert_eq!((legacy.flops, legacy.bytes_accessed), (0, 0));
+    assert_eq!(
+        (legacy.estimated_flops, legacy.estimated_bytes_accessed),
+        (262_144, 16_384)
+    );
+    assert!(op(3, "add.3").flops > 0);
+    // Rejected: XProf's cost analysis of the whole module fails, the add's too.
+    for n in ["gemm.1", "add.3"] {
+        let m = op(2, n);
+        assert_eq!((m.flops, m.bytes_accessed), (0, 0), "{n}");
+        assert!(
+            m.estimated_flops > 0 && m.estimated_bytes_accessed > 0,
+            "{n}"
+        );
+    }
+    assert_eq!(op(2, "gemm.1").estimated_flops, 262_144);
+    let rows = views::hlo_stats_of(&s, &s.device_db);
+    let row = rows
+        .iter()
+        .find(|r| r["program_id"] == "2" && r["hlo_op_name"] == "gemm.1")
+        .unwrap();
+    // XProf's fields: its placeholder 0 (null + reason) and "Unknown"; ours beside them.
+    assert!(row["model_flop_rate"].is_null());
+    assert!(row["model_flop_rate_reason"].is_string());
+    assert_eq!(row["bound_by"], "Unknown");
+    assert!(row["model_flop_rate_estimated"].as_f64().unwrap() > 0.0);
+    assert_eq!(row["flops_estimated"], 262_144);
+    assert!(row["bound_by_estimated"] != "Unknown");
+}

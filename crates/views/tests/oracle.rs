@@ -10,7 +10,6 @@ mod common;
 const RECAPTURED: &[&str] = &["jax-cpu-mlp_train"];
 
 use common::*;
-use serde_json::Value;
 use std::path::Path;
 
 #[test]
@@ -237,222 +236,21 @@ fn write_synthetic_pod_for_the_oracle() {
     eprintln!("wrote {}", run.display());
 }
 
-/// XProf's DataTable as rows of column id → value.
-fn table_rows(t: &Value) -> Vec<serde_json::Map<String, Value>> {
-    let ids: Vec<&str> = t["cols"]
-        .as_array()
-        .map(|c| c.iter().filter_map(|c| c["id"].as_str()).collect())
-        .unwrap_or_default();
-    t["rows"]
-        .as_array()
-        .map(|rows| {
-            rows.iter()
-                .map(|r| {
-                    ids.iter()
-                        .zip(r["c"].as_array().into_iter().flatten())
-                        .map(|(id, c)| (id.to_string(), c.get("v").cloned().unwrap_or(Value::Null)))
-                        .collect()
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// A value XProf prints where it has nothing to measure: 0 in any of its spellings.
-fn zero_like(v: &Value) -> bool {
-    match v {
-        Value::Number(n) => n.as_f64() == Some(0.0),
-        Value::String(s) => s.trim_end_matches('%').parse::<f64>() == Ok(0.0),
-        Value::Array(a) => a.iter().all(zero_like),
-        _ => false,
-    }
-}
-
-/// Every field XProf prints in `theirs` against ours: equal (numbers to 1e-6), or ours is one
-/// of our placeholders (null with a `<field>_reason`) where XProf printed a 0. Returns the
-/// differences.
-fn field_diffs(
-    ctx: &str,
-    ours: &serde_json::Map<String, Value>,
-    theirs: &serde_json::Map<String, Value>,
-) -> Vec<String> {
-    let mut bad = Vec::new();
-    for (k, v) in theirs {
-        let o = ours.get(k).unwrap_or(&Value::Null);
-        // XProf's source cell is HTML: the stack as the title of a div around `file:line`.
-        if k == "source_info" {
-            let shown = v.as_str().and_then(|h| {
-                let inner = h.rsplit_once("'>")?.1;
-                inner.strip_suffix("</div>")
-            });
-            let theirs_text = shown.map_or(v.clone(), Value::from);
-            if o != &theirs_text {
-                bad.push(format!("{ctx} {k}: ours {o} vs XProf {theirs_text}"));
-            }
-            continue;
-        }
-        let placeholder = o.is_null() && ours.get(&format!("{k}_reason")).is_some();
-        let ok = if placeholder {
-            zero_like(v)
-        } else if let (Value::Array(a), Value::Array(b)) = (o, v) {
-            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same(x, y))
-        } else {
-            same(o, v)
-        };
-        if !ok {
-            bad.push(format!("{ctx} {k}: ours {o} vs XProf {v}"));
-        }
-    }
-    bad
-}
-
 #[test]
 fn op_views_equal_xprof_field_by_field() {
-    let mut compared = 0;
-    let mut bad = Vec::new();
+    let mut tally = Tally::default();
     for (name, run, oracle_dir) in oracle_fixtures() {
         let r = load(&run);
         let s = r.op_stats().expect("op stats");
-        // XProf shows no op views for a CPU capture; ours are the host-executed ops.
-        let host_executed = xprof_opstats::views::op_db(&s).is_some_and(|(_, h)| h);
-        if let Some(o) = oracle_opt(&oracle_dir, "hlo_stats") {
-            let theirs = table_rows(&o);
-            if !(host_executed && theirs.is_empty()) {
-                let ours = xprof_opstats::views::hlo_stats_of(&s, &s.device_db);
-                assert_eq!(ours.len(), theirs.len(), "{name}: hlo_stats rows");
-                for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
-                    bad.extend(field_diffs(&format!("{name} hlo_stats row {i}"), a, b));
-                    compared += 1;
-                }
-            }
-        }
-        if let Some(o) = oracle_opt(&oracle_dir, "roofline_model") {
-            let (dev, recs) = xprof_opstats::views::roofline_model(&s);
-            if let Some(p) = o[0]["p"].as_object() {
-                if s.run_env.hardware_type == xprof_opstats::opstats::HardwareType::CpuOnly {
-                    // No device: XProf prints zeros and blanks, our tool answers no_data.
-                    let blank = |v: &Value| zero_like(v) || v == "";
-                    assert!(p.values().all(blank), "{name}: roofline device {p:?}");
-                } else {
-                    bad.extend(field_diffs(&format!("{name} roofline device"), &dev, p));
-                }
-            }
-            let theirs = table_rows(&o[0]);
-            if !(host_executed && theirs.iter().all(|t| t["operation"] == "Program")) {
-                let key = |m: &serde_json::Map<String, Value>| {
-                    (
-                        m["step"].clone(),
-                        m["operation"].clone(),
-                        m["include_infeed_outfeed"].clone(),
-                    )
-                };
-                for t in &theirs {
-                    let ctx = format!("{name} roofline {:?}", key(t));
-                    // Without a per-step op database (GPU) XProf prints each step's Program
-                    // row (and, for several hosts, the Average row) with zeros and bound
-                    // "Unknown"; we leave those rows out.
-                    let empty_step_row = t["step"] != "Total"
-                        && t["bound_by"] == "Unknown"
-                        && zero_like(&t["total_time"])
-                        && zero_like(&t["measured_flop_rate"]);
-                    match recs.iter().find(|r| key(r) == key(t)) {
-                        Some(r) => bad.extend(field_diffs(&ctx, r, t)),
-                        None if empty_step_row => {}
-                        None => bad.push(format!("{ctx}: missing")),
-                    }
-                    compared += 1;
-                }
-            }
-        }
-        if let Some(o) = oracle_opt(&oracle_dir, "overview_page") {
-            let ov = xprof_opstats::views::overview(&s);
-            let ps = ov["performance_summary"].as_object().unwrap();
-            let env = ov["run_environment"].as_object().unwrap();
-            // The analysis fields we carry (the rest are XProf's page texts and colours).
-            let theirs: serde_json::Map<String, Value> = o[0]["p"]
-                .as_object()
-                .into_iter()
-                .flatten()
-                .filter(|(k, _)| ps.contains_key(*k) || ps.contains_key(&format!("{k}_reason")))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            bad.extend(field_diffs(&format!("{name} overview"), ps, &theirs));
-            if let Some(p) = o[2]["p"].as_object() {
-                bad.extend(field_diffs(&format!("{name} run environment"), env, p));
-            }
-            compared += 1;
-        }
-        for (view, group_by) in [
-            ("op_profile", "program"),
-            ("op_profile.group_by_category", "category"),
-        ] {
-            let Some(o) = oracle_opt(&oracle_dir, view) else {
-                continue;
-            };
-            let key = if group_by == "program" {
-                "byProgram"
-            } else {
-                "byCategory"
-            };
-            for (k, with_idle) in [
-                (key.to_string(), true),
-                (format!("{key}ExcludeIdle"), false),
-            ] {
-                let Some(theirs) = o.get(&k).filter(|t| !t.is_null()) else {
-                    continue;
-                };
-                if host_executed && theirs["children"].as_array().is_none_or(|c| c.is_empty()) {
-                    continue;
-                }
-                let ours = xprof_opstats::views::op_profile(&s, group_by, with_idle);
-                compare_op_tree(&format!("{name} {k}"), &ours, theirs, &mut bad);
-                compared += 1;
-            }
-        }
+        compare_op_views(&name, &s, &oracle_dir, &mut tally);
     }
     assert!(
-        bad.is_empty(),
+        tally.diffs.is_empty(),
         "{} differences:\n{}",
-        bad.len(),
-        bad.join("\n")
+        tally.diffs.len(),
+        tally.report()
     );
-    assert!(compared > 0);
-}
-
-fn compare_op_tree(ctx: &str, ours: &Value, theirs: &Value, bad: &mut Vec<String>) {
-    let ctx = format!("{ctx}/{}", theirs["name"].as_str().unwrap_or("?"));
-    if ours["name"] != theirs["name"] {
-        bad.push(format!("{ctx}: ours named {}", ours["name"]));
-        return;
-    }
-    if let (Some(a), Some(b)) = (ours["metrics"].as_object(), theirs["metrics"].as_object()) {
-        bad.extend(field_diffs(&ctx, a, b));
-    }
-    // The XLA facts of an op node, those we print.
-    if let (Some(a), Some(b)) = (ours["xla"].as_object(), theirs["xla"].as_object()) {
-        let shared: serde_json::Map<String, Value> = b
-            .iter()
-            .filter(|(k, _)| a.contains_key(*k))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        bad.extend(field_diffs(&format!("{ctx} xla"), a, &shared));
-    }
-    let (a, b) = (
-        ours["children"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or(&[]),
-        theirs["children"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or(&[]),
-    );
-    if a.len() != b.len() {
-        bad.push(format!("{ctx}: {} children vs XProf {}", a.len(), b.len()));
-    }
-    for (x, y) in a.iter().zip(b) {
-        compare_op_tree(&ctx, x, y, bad);
-    }
+    assert!(tally.compared > 0);
 }
 
 /// Writes `xprof_testkit::gpu`'s run for `../shared/tools/oracle` (`GPU_ORACLE_DIR=<dir> cargo

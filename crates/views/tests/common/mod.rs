@@ -8,6 +8,9 @@ use serde_json::Value;
 use xprof_views::LoadedRun;
 use xprof_views::table::Table;
 
+mod compare;
+pub use compare::*;
+
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -92,6 +95,35 @@ pub fn oracle_fixtures() -> Vec<(String, PathBuf, PathBuf)> {
         w.join("oracle/ptxla_train/converters"),
     ));
     v
+}
+
+/// (name, run dir, XProf's converter views, XProf's agent CLI answers) of the real GPU
+/// captures recorded by other teams (`../shared/fixtures/gpu-real`).
+pub fn gpu_real_fixtures() -> Vec<(String, PathBuf, PathBuf, PathBuf)> {
+    let Some(c) = corpus() else {
+        return Vec::new();
+    };
+    let root = c.join("fixtures/gpu-real");
+    let mut names: Vec<String> = std::fs::read_dir(&root)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.path().is_dir())
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+        .into_iter()
+        .map(|n| {
+            (
+                format!("gpu-real-{n}"),
+                root.join(&n).join("plugins/profile/run1"),
+                c.join(format!("oracle/xprof-2.24.2/gpu-real-{n}")),
+                c.join(format!("oracle/official-cli-2.24.2/gpu-real-{n}")),
+            )
+        })
+        .collect()
 }
 
 /// A synthetic run written under this test target's temporary directory, once per process.
