@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 use xprof_plugin_api::ToolError;
 
 use cli::GlobalOpts;
-use registry::{Discovery, Envelope, Registry, ToolEntry};
+use registry::{Discovery, Envelope, Failure, Registry, ToolEntry};
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -48,6 +48,29 @@ pub fn call_tool(
 ) -> Result<Envelope, ToolError> {
     cache::cached_call(reg, tool, args, opts, || {
         reg.invoke(tool, args, &context(frontend))
+    })
+}
+
+/// [`call_tool`], a failure with the inputs the call had read (the MCP server checks them
+/// against its roots whether or not the call succeeded).
+pub fn call_tool_reporting(
+    reg: &Registry,
+    tool: &ToolEntry,
+    args: &Map<String, Value>,
+    frontend: Frontend,
+    opts: &GlobalOpts,
+) -> Result<Envelope, Failure> {
+    let mut read = Vec::new();
+    cache::cached_call(reg, tool, args, opts, || {
+        reg.invoke_reporting(tool, args, &context(frontend))
+            .map_err(|f| {
+                read = f.inputs;
+                f.error
+            })
+    })
+    .map_err(|error| Failure {
+        error,
+        inputs: read,
     })
 }
 

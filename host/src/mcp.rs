@@ -2,12 +2,14 @@
 //! HTTP with `--http ADDR`.
 //!
 //! The tool list is built at run time from the plugins' descriptors. Arguments are checked
-//! against each tool's schema here (rmcp does not) and malformed ones are a JSON-RPC -32602
-//! error; a path parameter outside the server's roots, and every tool failure, is an `isError`
-//! result carrying the CLI's JSON error object. Calls run on tokio's blocking pool through the
+//! against each tool's schema here (rmcp does not); malformed ones, a path outside the server's
+//! roots (named by an argument, or read by the call, whether it succeeded or not) and every
+//! tool failure are an `isError` result carrying the CLI's JSON error object. An unknown tool is
+//! a JSON-RPC -32602 error. Calls run on tokio's blocking pool through the
 //! same cached `call_tool` as the CLI, so concurrent calls are served concurrently and a
 //! panicking tool is one failed call, never a dead server.
 
+mod framing;
 mod http;
 
 use std::borrow::Cow;
@@ -553,8 +555,21 @@ impl ServerHandler for XprofMcp {
                 Some(json!({"hint": "tools/list lists every tool"})),
             ));
         };
-        let args = validate(t, &req.arguments.unwrap_or_default())
-            .map_err(|m| McpError::invalid_params(m, Some(json!({"tool": t.name}))))?;
+        // Bad arguments are the model's to fix: a tool result with `isError` (which it sees),
+        // not a protocol error (which clients tend to swallow).
+        let args = match validate(t, &req.arguments.unwrap_or_default()) {
+            Ok(a) => a,
+            Err(m) => {
+                let hint = format!(
+                    "the tool's inputSchema (tools/list) lists its arguments; `xprof {} --help` too",
+                    t.name
+                );
+                return Ok(Self::error_result(
+                    &t.name,
+                    &ToolError::usage(m).with_hint(hint),
+                ));
+            }
+        };
         if let Err(e) = self.check_args(t, &args, &ctx).await {
             return Ok(Self::error_result(&t.name, &e));
         }
@@ -565,7 +580,7 @@ impl ServerHandler for XprofMcp {
                 .reg
                 .find(&tool_name)
                 .expect("tool found before spawning");
-            crate::call_tool(&shared.reg, t, &args, Frontend::Mcp, &shared.opts)
+            crate::call_tool_reporting(&shared.reg, t, &args, Frontend::Mcp, &shared.opts)
         })
         .await;
         Ok(match joined {
@@ -598,7 +613,12 @@ impl ServerHandler for XprofMcp {
                 };
                 CallToolResult::structured(v).into()
             }
-            Ok(Err(e)) => Self::error_result(&t.name, &e),
+            // What a failed call read is checked too: its error may describe a file outside
+            // the roots (reached by listing a directory inside them).
+            Ok(Err(f)) => match self.check_inputs(&f.inputs, &ctx).await {
+                Err(e) => Self::error_result(&t.name, &e),
+                Ok(()) => Self::error_result(&t.name, &f.error),
+            },
             Err(join) => Self::error_result(
                 &t.name,
                 &ToolError::internal(format!("tool `{}` crashed the call: {join}", t.name))
@@ -700,15 +720,16 @@ pub fn run(reg: Registry, args: &[String], g: &GlobalOpts) -> i32 {
 }
 
 async fn serve_stdio(handler: XprofMcp, out: std::fs::File) -> Result<(), ToolError> {
-    let transport = (tokio::io::stdin(), tokio::fs::File::from_std(out));
+    let (transport, copier) = framing::stdio(tokio::io::stdin(), out);
     let service = handler
         .serve(transport)
         .await
         .map_err(|e| ToolError::internal(format!("MCP initialization failed: {e}")))?;
-    service
-        .waiting()
-        .await
-        .map_err(|e| ToolError::internal(format!("MCP server stopped: {e}")))?;
+    let stopped = service.waiting().await;
+    // The service has dropped its end of the pipe: the copier ends once the last replies are
+    // on stdout.
+    let _ = copier.await;
+    stopped.map_err(|e| ToolError::internal(format!("MCP server stopped: {e}")))?;
     Ok(())
 }
 

@@ -361,6 +361,24 @@ pub struct Envelope {
     pub inputs: Vec<Value>,
 }
 
+/// A failed call: the error, and the inputs the call had read before it failed (plugins
+/// built against an older SDK report none).
+#[derive(Debug)]
+pub struct Failure {
+    pub error: ToolError,
+    /// `[{"path", "kind"}]`, as [`Envelope::inputs`].
+    pub inputs: Vec<Value>,
+}
+
+impl From<ToolError> for Failure {
+    fn from(error: ToolError) -> Self {
+        Failure {
+            error,
+            inputs: Vec::new(),
+        }
+    }
+}
+
 /// An envelope as a plugin sends it, its result unparsed.
 #[derive(serde::Deserialize)]
 struct RawEnvelope {
@@ -741,6 +759,16 @@ impl Registry {
         args: &Map<String, Value>,
         ctx: &Value,
     ) -> Result<Envelope, ToolError> {
+        self.invoke_reporting(tool, args, ctx).map_err(|f| f.error)
+    }
+
+    /// [`Registry::invoke`], a failure with the inputs read before it.
+    pub fn invoke_reporting(
+        &self,
+        tool: &ToolEntry,
+        args: &Map<String, Value>,
+        ctx: &Value,
+    ) -> Result<Envelope, Failure> {
         let plugin = &self.plugins[tool.plugin];
         let args_s = Value::Object(args.clone()).to_string();
         let ctx_s = ctx.to_string();
@@ -786,10 +814,13 @@ impl Registry {
                 let v: Value = serde_json::from_str(s.as_str()).unwrap_or_else(
                     |_| json!({"kind": "internal", "message": s.as_str(), "hint": null}),
                 );
-                Err(ToolError {
-                    kind: ErrorKind::parse(v["kind"].as_str().unwrap_or("internal")),
-                    message: v["message"].as_str().unwrap_or("plugin error").to_string(),
-                    hint: v["hint"].as_str().map(String::from),
+                Err(Failure {
+                    error: ToolError {
+                        kind: ErrorKind::parse(v["kind"].as_str().unwrap_or("internal")),
+                        message: v["message"].as_str().unwrap_or("plugin error").to_string(),
+                        hint: v["hint"].as_str().map(String::from),
+                    },
+                    inputs: v["inputs"].as_array().cloned().unwrap_or_default(),
                 })
             }
         }

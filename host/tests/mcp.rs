@@ -90,9 +90,11 @@ fn stdio_exchange_answers_every_request_and_stdout_is_only_json_rpc() {
     assert_eq!(outside["isError"], true);
     assert_eq!(outside["structuredContent"]["error"]["kind"], "path");
     assert_eq!(outside["structuredContent"]["tool"], "get_hosts");
-    for id in [5, 6] {
-        assert_eq!(replies[&id]["error"]["code"], -32602, "{}", replies[&id]);
-    }
+    // A schema-invalid argument is a usage error the model sees; an unknown tool is -32602.
+    let bad_arg = &replies[&5]["result"];
+    assert_eq!(bad_arg["isError"], true, "{bad_arg}");
+    assert_eq!(bad_arg["structuredContent"]["error"]["kind"], "usage");
+    assert_eq!(replies[&6]["error"]["code"], -32602, "{}", replies[&6]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("roots (--root)"), "{stderr}");
 }

@@ -995,6 +995,28 @@ pub fn invoke_tool(
     args_json: &str,
     ctx_json: &str,
 ) -> Result<Invoked, ToolError> {
+    invoke_reporting(krate, name, args_json, ctx_json).map_err(|(e, _)| e)
+}
+
+/// [`invoke_tool`], a failure coming with the inputs the call had read by then: the MCP server
+/// checks those against its roots whether or not the call succeeded.
+fn invoke_reporting(
+    krate: &str,
+    name: &str,
+    args_json: &str,
+    ctx_json: &str,
+) -> Result<Invoked, (ToolError, Vec<Input>)> {
+    let mut read = Vec::new();
+    invoke_body(krate, name, args_json, ctx_json, &mut read).map_err(|e| (e, read))
+}
+
+fn invoke_body(
+    krate: &str,
+    name: &str,
+    args_json: &str,
+    ctx_json: &str,
+    read: &mut Vec<Input>,
+) -> Result<Invoked, ToolError> {
     install_quiet_panic_hook();
     let tool = tools(krate)
         .into_iter()
@@ -1031,6 +1053,10 @@ pub fn invoke_tool(
     }));
     IN_INVOKE.with(|f| f.set(was_in_invoke));
     INVOKES.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    // A failure (a panic included) reports what the call had read up to then.
+    if !matches!(outcome, Ok(Ok(_))) {
+        *read = call.inputs().to_vec();
+    }
 
     match outcome {
         Ok(Ok(output)) => Ok(Invoked {
@@ -1079,7 +1105,7 @@ pub fn invoke_abi(
 ) -> RResult<RString, RString> {
     // Even serialisation runs under catch_unwind: nothing may unwind across the C ABI.
     let r = catch_unwind(AssertUnwindSafe(|| {
-        invoke_tool(krate, name, args_json, ctx_json)
+        invoke_reporting(krate, name, args_json, ctx_json)
             // `serde_json::to_string` writes into a byte buffer; `Value`'s `Display`
             // (`to_string`) goes through `fmt::Write` piece by piece, several times slower on
             // large results.
@@ -1092,7 +1118,15 @@ pub fn invoke_abi(
                 .to_json()
                 .to_string(),
         )),
-        Ok(Err(e)) => RErr(RString::from(e.to_json().to_string())),
+        // A failure carries what the call had read (`inputs`, as in a success's envelope);
+        // hosts that predate the field ignore it.
+        Ok(Err((e, inputs))) => {
+            let mut v = e.to_json();
+            if !inputs.is_empty() {
+                v["inputs"] = serde_json::to_value(&inputs).unwrap_or_default();
+            }
+            RErr(RString::from(v.to_string()))
+        }
         Err(_) => RErr(RString::from(
             ToolError::internal(format!("tool `{name}` panicked"))
                 .to_json()

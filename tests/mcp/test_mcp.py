@@ -77,7 +77,13 @@ def sandbox(tmp_path_factory, seed_logdir) -> dict:
     shutil.copytree(seed_logdir, outside / "logdir")
     shutil.copytree(seed_logdir, client_root / "logdir")
     (root / "escape").symlink_to(outside)
-    return {"root": root, "outside": outside, "client_root": client_root}
+    # A run inside the root whose capture is a link to a damaged file outside it.
+    (outside / "garbage.xplane.pb").write_bytes(b"\xff" * 64)
+    run = root / "broken_logdir" / "plugins" / "profile" / "run1"
+    run.mkdir(parents=True)
+    (run / "host0.xplane.pb").symlink_to(outside / "garbage.xplane.pb")
+    return {"root": root, "outside": outside, "client_root": client_root,
+            "broken_logdir": root / "broken_logdir"}
 
 
 def server_env(cache_dir: Path, **extra) -> dict:
@@ -160,16 +166,30 @@ async def check_session(session: ClientSession, ctx: dict) -> None:
     assert "no_such_run" in err["error"]["message"]
     assert err["error"]["hint"]
 
-    # Malformed arguments and unknown tools are JSON-RPC errors (-32602).
-    for name, args, needle in [
-        ("get_hosts", {"bogus": 1}, "unknown argument `bogus`"),
-        ("get_hosts", {"path": 5}, "`path` must be string"),
-        ("no_such_tool", {}, "unknown tool"),
+    # Malformed arguments are the model's to fix: an isError result (a usage error), not a
+    # protocol error; an unknown tool is a JSON-RPC error (-32602).
+    for args, needle in [
+        ({"bogus": 1}, "unknown argument `bogus`"),
+        ({"path": 5}, "`path` must be string"),
     ]:
-        with pytest.raises(McpError) as e:
-            await session.call_tool(name, args)
-        assert e.value.error.code == types.INVALID_PARAMS, (name, e.value.error)
-        assert needle in e.value.error.message, e.value.error.message
+        res = await session.call_tool("get_hosts", args)
+        assert res.isError, args
+        err = json.loads(res.content[0].text)
+        assert err["error"]["kind"] == "usage", err
+        assert needle in err["error"]["message"], err
+        assert err["error"]["hint"], err
+    with pytest.raises(McpError) as e:
+        await session.call_tool("no_such_tool", {})
+    assert e.value.error.code == types.INVALID_PARAMS, e.value.error
+    assert "unknown tool" in e.value.error.message, e.value.error.message
+
+    # A call that fails on a file outside the roots, reached by listing a directory inside
+    # them, is the roots' path error, not that file's parse error.
+    res = await session.call_tool("get_overview", {"path": str(ctx["broken_logdir"])})
+    assert res.isError
+    err = json.loads(res.content[0].text)
+    assert err["error"]["kind"] == "path", err
+    assert "outside the MCP server's roots" in err["error"]["message"], err
 
     # Paths outside the roots: plainly, through `..`, through a symlink.
     root = ctx["root"]
@@ -210,6 +230,7 @@ def ctx(xprof_bin, plugin_dir, sandbox, cache_dir) -> dict:
         "logdir": logdir,
         "root": sandbox["root"],
         "outside": sandbox["outside"],
+        "broken_logdir": sandbox["broken_logdir"],
         "cli_get_hosts": cli,
     }
 
@@ -364,6 +385,41 @@ def test_stdio_stdout_carries_only_json_rpc(xprof_bin, plugin_dir, cache_dir, ct
     assert "roots" in proc.stderr and str(ctx["root"]) in proc.stderr
 
 
+def test_stdio_malformed_messages_get_parse_errors_and_the_server_keeps_answering(
+    xprof_bin, plugin_dir, cache_dir, ctx
+):
+    """Garbage, invalid UTF-8, a number out of range, deep nesting and an oversized message
+    each get a JSON-RPC parse error (id null); the session then works as usual."""
+    bad = [
+        b"garbage",
+        b"\xff\xfe{}",
+        b'{"jsonrpc": "2.0", "id": 1e400, "method": "ping"}',
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"jsonrpc": "2.0", "id": 9, "method": "ping", "params": {"x": "' + b"a" * (17 << 20) + b'"}}',
+    ]
+    good = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "get_hosts", "arguments": {"path": str(ctx["logdir"])}}},
+    ]
+    data = b"".join(b + b"\n" for b in bad) + b"".join(json.dumps(m).encode() + b"\n" for m in good)
+    proc = subprocess.run(
+        [str(xprof_bin), *base_args(plugin_dir), "mcp", "--root", str(ctx["root"])],
+        input=data, capture_output=True, env=server_env(cache_dir), timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    replies = [json.loads(line) for line in proc.stdout.splitlines()]
+    errors = [r for r in replies if "error" in r]
+    assert len(errors) == len(bad), replies
+    for r in errors:
+        assert r["id"] is None and r["error"]["code"] == -32700, r
+    answered = {r["id"]: r for r in replies if r.get("id") is not None}
+    assert answered[2]["result"]["structuredContent"] == ctx["cli_get_hosts"]
+
+
 def test_bad_mcp_arguments_are_usage_errors(xprof_bin, plugin_dir, cache_dir):
     for args, code, needle in [
         (["--bogus"], 2, "unknown argument `--bogus`"),
@@ -464,6 +520,17 @@ def test_http_missing_or_wrong_token_is_unauthorized(http_server, auth):
 def test_http_foreign_host_header_is_forbidden(http_server):
     r = raw_post(http_server.url, {"Host": "evil.example", "Authorization": f"Bearer {TOKEN}"})
     assert r.status_code == 403, r.text
+
+
+@pytest.mark.parametrize("body", [b"garbage", b"\xff\xfe", b'{"jsonrpc": "2.0", "id": 1e400, "method": "ping"}'])
+def test_http_malformed_body_gets_a_json_rpc_parse_error(http_server, ctx, body):
+    headers = {**ACCEPT, "Authorization": f"Bearer {TOKEN}"}
+    r = httpx.post(http_server.url, content=body, headers=headers, timeout=30)
+    assert r.status_code == 400, (r.status_code, r.text)
+    reply = r.json()
+    assert reply["id"] is None and reply["error"]["code"] == -32700, reply
+    # ... and the server still answers.
+    assert raw_post(http_server.url, {"Authorization": f"Bearer {TOKEN}"}).status_code == 200
 
 
 def test_http_token_from_environment(xprof_bin, plugin_dir, cache_dir, ctx):

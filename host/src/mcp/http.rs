@@ -94,6 +94,59 @@ async fn gate(State(g): State<Gate>, req: Request, next: Next) -> Response {
     next.run(req).await
 }
 
+fn rpc_error(status: StatusCode, reply: serde_json::Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        reply.to_string(),
+    )
+        .into_response()
+}
+
+/// A POST body that is not a JSON-RPC message is answered with a JSON-RPC error (rmcp answers
+/// such a body with a plain-text 415): -32700 when it is not JSON (module `framing`), -32600
+/// when it is JSON of the wrong shape; a notification rmcp does not know is accepted and
+/// dropped, as over stdio.
+async fn jsonrpc_body(req: Request, next: Next) -> Response {
+    use super::framing::{INVALID_REQUEST, MAX_MESSAGE_BYTES, check_json, error_reply};
+    if req.method() != axum::http::Method::POST {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_MESSAGE_BYTES).await else {
+        return rpc_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            error_reply(
+                serde_json::Value::Null,
+                INVALID_REQUEST,
+                format!(
+                    "the request body could not be read or is larger than {MAX_MESSAGE_BYTES} bytes"
+                ),
+            ),
+        );
+    };
+    if let Err(reply) = check_json(&bytes) {
+        return rpc_error(StatusCode::BAD_REQUEST, reply);
+    }
+    if let Err(e) = serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(&bytes) {
+        let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        if v.get("id").is_none() && v.get("method").is_some() {
+            return StatusCode::ACCEPTED.into_response();
+        }
+        let id = match &v["id"] {
+            serde_json::Value::String(_) => v["id"].clone(),
+            serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => v["id"].clone(),
+            _ => serde_json::Value::Null,
+        };
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            error_reply(id, INVALID_REQUEST, format!("Invalid Request: {e}")),
+        );
+    }
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await
+}
+
 /// `8792` and `:8792` mean 127.0.0.1:8792; anything else is `host:port`.
 fn normalise_addr(addr: &str) -> String {
     if addr.bytes().all(|b| b.is_ascii_digit()) {
@@ -165,6 +218,7 @@ pub async fn serve(
     };
     let app = axum::Router::new()
         .nest_service("/mcp", svc)
+        .layer(axum::middleware::from_fn(jsonrpc_body))
         .layer(axum::middleware::from_fn_with_state(gate_state, gate));
     let url = format!("http://{local}/mcp");
     eprintln!("{banner}");
