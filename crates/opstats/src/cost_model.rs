@@ -577,6 +577,107 @@ fn max_input_bits(view: &ModuleView<'_>, ins: &HloInstructionProto) -> u64 {
         .unwrap_or(0)
 }
 
+/// Whether XLA's fusion analysis passes an instruction's element uses through to its
+/// operands (`IsElementwise`, same-shape bitcasts, tuples and their elements).
+fn passes_uses_through(view: &ModuleView<'_>, ins: &HloInstructionProto) -> bool {
+    match ins.opcode.as_str() {
+        "tuple" | "get-tuple-element" => true,
+        "bitcast" => {
+            let dims = |s: Option<&ShapeProto>| s.map(|s| s.dimensions.clone());
+            let operand = ins
+                .operand_ids
+                .first()
+                .and_then(|id| view.instr(*id))
+                .and_then(|o| o.shape.as_ref());
+            dims(ins.shape.as_ref()) == dims(operand)
+        }
+        op => xprof_hlo::query::ELEMENTWISE.contains(&op),
+    }
+}
+
+/// The share of operand `k`'s elements one execution of `ins` reads (XLA's operand
+/// utilization: a slice reads its part, everything else all of it).
+fn operand_utilization(view: &ModuleView<'_>, ins: &HloInstructionProto, k: usize) -> f64 {
+    if k == 0 && matches!(ins.opcode.as_str(), "slice" | "dynamic-slice") {
+        let operand = ins.operand_ids.first().and_then(|id| view.instr(*id));
+        if let (Some(out), Some(src)) = (ins.shape.as_ref(), operand.and_then(|o| o.shape.as_ref()))
+        {
+            return elements(out) as f64 / elements(src).max(1) as f64;
+        }
+    }
+    1.0
+}
+
+/// A fused computation's FLOPs as XLA's GPU cost analysis counts them
+/// (`FusionCalculateUtilizations`): each instruction's FLOPs times how often the fusion
+/// evaluates it. Element uses flow through elementwise chains to the nearest non-elementwise
+/// consumer (or the root); an instruction read by several such consumers is evaluated once
+/// per consumer (an operand shared by two reductions counts twice).
+fn fused_flops(view: &ModuleView<'_>, ci: usize, flops: &HashMap<i64, u64>) -> u64 {
+    let instrs = &view.instrs[ci];
+    let by_id: HashMap<i64, &HloInstructionProto> = instrs.iter().map(|i| (i.id, *i)).collect();
+    let root = view.comps[ci].root_id;
+    // Post order from the root (operands first), then reversed: consumers before producers.
+    let mut order: Vec<i64> = Vec::new();
+    let mut seen: std::collections::HashSet<i64> = Default::default();
+    let mut stack: Vec<(i64, bool)> = vec![(root, false)];
+    while let Some((id, expanded)) = stack.pop() {
+        if expanded {
+            order.push(id);
+            continue;
+        }
+        if !seen.insert(id) {
+            continue;
+        }
+        stack.push((id, true));
+        if let Some(ins) = by_id.get(&id) {
+            for op in ins.operand_ids.iter().rev() {
+                if by_id.contains_key(op) && !seen.contains(op) {
+                    stack.push((*op, false));
+                }
+            }
+        }
+    }
+    order.reverse();
+    let mut use_roots: HashMap<i64, std::collections::BTreeSet<i64>> = HashMap::new();
+    let mut root_util: HashMap<i64, f64> = HashMap::new();
+    use_roots.entry(root).or_default().insert(root);
+    root_util.insert(root, 1.0);
+    let mut total = 0.0f64;
+    for id in order {
+        let Some(ins) = by_id.get(&id) else { continue };
+        let roots = use_roots.get(&id).cloned().unwrap_or_default();
+        let util: f64 = roots
+            .iter()
+            .map(|r| root_util.get(r).copied().unwrap_or(0.0))
+            .sum();
+        total += util * flops.get(&id).copied().unwrap_or(0) as f64;
+        let through = passes_uses_through(view, ins);
+        for (k, op) in ins.operand_ids.iter().enumerate() {
+            if !by_id.contains_key(op) {
+                continue;
+            }
+            if through {
+                use_roots
+                    .entry(*op)
+                    .or_default()
+                    .extend(roots.iter().copied());
+            } else {
+                use_roots.entry(*op).or_default().insert(*op);
+                let n = by_id
+                    .get(op)
+                    .and_then(|o| o.shape.as_ref())
+                    .map_or(0, elements) as f64;
+                let mut u = util * operand_utilization(view, ins, k);
+                // A fraction of the elements is rounded up to whole elements.
+                u = if n == 0.0 { 0.0 } else { (u * n).ceil() / n };
+                *root_util.entry(*op).or_default() += u;
+            }
+        }
+    }
+    total.round().max(0.0) as u64
+}
+
 /// Costs of every instruction of a module, by instruction id.
 pub fn module_costs(view: &ModuleView<'_>) -> HashMap<i64, HloCost> {
     let mut ctx = Ctx {
@@ -584,12 +685,22 @@ pub fn module_costs(view: &ModuleView<'_>) -> HashMap<i64, HloCost> {
         comp_flops: HashMap::new(),
     };
     let mut out = HashMap::new();
+    // The computations fusions call: their FLOPs are utilization-weighted.
+    let fused: std::collections::HashSet<i64> = view
+        .instrs
+        .iter()
+        .flatten()
+        .filter(|i| i.opcode == "fusion")
+        .filter_map(|i| i.called_computation_ids.first().copied())
+        .collect();
     // Callees before callers, so fusions and reduces see their computations' FLOPs.
     for ci in view.computation_post_order() {
         let mut total = 0u64;
+        let mut per_instr: HashMap<i64, u64> = HashMap::new();
         for ins in &view.instrs[ci] {
             let model = ctx.flops(ins);
             total = total.saturating_add(model);
+            per_instr.insert(ins.id, model);
             let adjust = match max_input_bits(view, ins) {
                 4 => 4,
                 8 => 2,
@@ -606,6 +717,9 @@ pub fn module_costs(view: &ModuleView<'_>) -> HashMap<i64, HloCost> {
                     hbm_write,
                 },
             );
+        }
+        if fused.contains(&view.comps[ci].id) {
+            total = fused_flops(view, ci, &per_instr);
         }
         ctx.comp_flops.insert(view.comps[ci].id, total);
     }

@@ -781,3 +781,70 @@ fn library_calls_of_a_module_xprof_cannot_cost_get_its_zeros_and_our_estimate() 
     assert_eq!(row["flops_estimated"], 262_144);
     assert!(row["bound_by_estimated"] != "Unknown");
 }
+
+#[test]
+fn an_operand_shared_by_two_reductions_of_a_fusion_counts_twice() {
+    use xprof_testkit::hlo_param;
+    // fused: c = convert(p); r1 = reduce(c); d = subtract(c, c); r2 = reduce(d); t = (r1, r2).
+    // XLA's fusion analysis evaluates c once per non-elementwise consumer: c (3 FLOPs per
+    // element) counts twice, through r1 and through d → r2. 1024 elements in, 8 out.
+    let f32s = |d: &[i64]| hlo_shape(T::F32, d);
+    let reduce = |id, name: &str, operand| {
+        let mut r = hlo_instr(id, name, "reduce", f32s(&[8]), &[operand, 105]);
+        r.dimensions = vec![1];
+        r.called_computation_ids = vec![3];
+        r
+    };
+    let mut zero = hlo_instr(105, "zero", "constant", f32s(&[]), &[]);
+    zero.literal = Some(Box::new(xla::LiteralProto {
+        shape: Some(f32s(&[])),
+        f32s: vec![0.0],
+        ..Default::default()
+    }));
+    let r1 = reduce(103, "r1", 102);
+    let r2 = reduce(107, "r2", 106);
+    let mut tuple = hlo_instr(108, "t", "tuple", f32s(&[]), &[103, 107]);
+    tuple.shape = Some(xla::ShapeProto {
+        element_type: T::Tuple as i32,
+        tuple_shapes: vec![f32s(&[8]), f32s(&[8])],
+        ..Default::default()
+    });
+    let fused = vec![
+        hlo_param(101, "p", hlo_shape(T::Bf16, &[8, 128]), 0),
+        hlo_instr(102, "c", "convert", f32s(&[8, 128]), &[101]),
+        zero,
+        r1,
+        hlo_instr(106, "d", "subtract", f32s(&[8, 128]), &[102, 102]),
+        r2,
+        tuple,
+    ];
+    let reducer = vec![
+        hlo_param(201, "ra", f32s(&[]), 0),
+        hlo_param(202, "rb", f32s(&[]), 1),
+        hlo_instr(203, "radd", "add", f32s(&[]), &[201, 202]),
+    ];
+    let mut fusion = hlo_instr(2, "fusion.1", "fusion", f32s(&[]), &[1]);
+    fusion.shape = tuple_shape_of(&[f32s(&[8]), f32s(&[8])]);
+    fusion.fusion_kind = "kInput".into();
+    fusion.called_computation_ids = vec![2];
+    let entry = vec![hlo_param(1, "x", hlo_shape(T::Bf16, &[8, 128]), 0), fusion];
+    let hlo = hlo_module_proto(
+        "jit_f",
+        1,
+        vec![(2, "fused", fused), (3, "sum", reducer), (1, "main", entry)],
+    );
+    let module = hlo.hlo_module.as_ref().unwrap();
+    let view = xprof_hlo::print::ModuleView::new(module);
+    let costs = xprof_opstats::cost_model::module_costs(&view);
+    // c: 2 × 3 × 1024; d: 3 × 1024; each reduce (1024 − 8) × 3 (the add reducer).
+    let want = 2 * 3 * 1024 + 3 * 1024 + 2 * (1024 - 8) * 3;
+    assert_eq!(costs[&2].model_flops, want);
+}
+
+fn tuple_shape_of(parts: &[xla::ShapeProto]) -> Option<xla::ShapeProto> {
+    Some(xla::ShapeProto {
+        element_type: T::Tuple as i32,
+        tuple_shapes: parts.to_vec(),
+        ..Default::default()
+    })
+}
