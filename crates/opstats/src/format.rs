@@ -39,7 +39,50 @@ fn trim_zeros(s: &str) -> &str {
 
 /// `OneDigit`: `%.1f`.
 pub fn one_digit(v: f64) -> String {
+    // C's printf spells the NaN XProf computes (0/0) "-nan".
+    if v.is_nan() {
+        return "-nan".into();
+    }
     format!("{v:.1}")
+}
+
+/// The sample standard deviation as XProf's `tsl::Stat` computes it: 0 when all samples are
+/// the same, else √((Σx² − (Σx)²/n)/(n − 1)). `Stat` starts its maximum at the smallest
+/// positive double, so one sample of 0 is not "all the same": 0/0, NaN (XProf prints
+/// "-nan"); one positive sample is 0.
+pub fn sample_standard_deviation(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let max = v.iter().copied().fold(f64::MIN_POSITIVE, f64::max);
+    let min = v.iter().copied().fold(f64::MAX, f64::min);
+    if min == max {
+        return 0.0;
+    }
+    let n = v.len() as f64;
+    let sum: f64 = v.iter().sum();
+    let sq: f64 = v.iter().map(|x| x * x).sum();
+    let var = (sq - sum * sum / n) / (n - 1.0);
+    // Two or more samples: rounding below 0 is a spread of 0, not a NaN.
+    if v.len() > 1 {
+        var.max(0.0).sqrt()
+    } else {
+        var.sqrt()
+    }
+}
+
+#[cfg(test)]
+mod sd_tests {
+    use super::*;
+
+    #[test]
+    fn one_zero_sample_has_xprofs_nan_deviation_and_one_other_sample_none() {
+        assert_eq!(one_digit(sample_standard_deviation(&[0.0])), "-nan");
+        assert_eq!(one_digit(sample_standard_deviation(&[14.9])), "0.0");
+        assert_eq!(one_digit(sample_standard_deviation(&[0.0, 0.0])), "0.0");
+        assert!((sample_standard_deviation(&[1.0, 3.0]) - 2f64.sqrt()).abs() < 1e-12);
+        assert_eq!(sample_standard_deviation(&[]), 0.0);
+    }
 }
 
 /// `%.2f`.

@@ -938,11 +938,7 @@ fn mean_sd(v: &[f64]) -> (f64, f64) {
     }
     let n = v.len() as f64;
     let mean = v.iter().sum::<f64>() / n;
-    if v.len() < 2 {
-        return (mean, 0.0);
-    }
-    let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1.0);
-    (mean, var.sqrt())
+    (mean, crate::format::sample_standard_deviation(v))
 }
 
 /// The overview page's numbers: `performance_summary` and `run_environment` (XProf's strings),
@@ -1239,16 +1235,14 @@ pub fn overview(s: &OpStats) -> Map<String, Value> {
             );
         }
         if hw != HardwareType::Tpu {
+            // XProf's input analysis reads each step's breakdown of the first host's one
+            // core (host-only and GPU steps live on core 0); adding the hosts' breakdowns
+            // would put more compute into a step than it lasts.
             for (i, name) in GENERIC_NAMES.iter().enumerate() {
                 let v: Vec<f64> = steps
                     .iter()
-                    .map(|st| {
-                        st.per_core
-                            .values()
-                            .map(|c| c.generic_ps[i])
-                            .fold(0u64, u64::saturating_add) as f64
-                            / 1e9
-                    })
+                    .filter_map(|st| st.per_core.get(&0))
+                    .map(|c| c.generic_ps[i] as f64 / 1e9)
                     .collect();
                 let (m, sd) = mean_sd(&v);
                 let key = generic_key(name);
@@ -1409,12 +1403,10 @@ pub fn steps_summary(s: &OpStats) -> Value {
                 m.insert("complete".into(), json!(complete));
                 if s.run_env.hardware_type != HardwareType::Tpu {
                     let mut b = Map::new();
+                    // The first host's breakdown, as XProf's step views read it (the
+                    // hosts' breakdowns added would exceed the step).
                     for (i, n) in GENERIC_NAMES.iter().enumerate() {
-                        let ps: u64 = x
-                            .per_core
-                            .values()
-                            .map(|c| c.generic_ps[i])
-                            .fold(0, |a, b| a.saturating_add(b));
+                        let ps = x.per_core.get(&0).map_or(0, |c| c.generic_ps[i]);
                         b.insert((*n).into(), json!(ps));
                     }
                     m.insert("breakdown_ps".into(), Value::Object(b));

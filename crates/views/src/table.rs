@@ -73,16 +73,9 @@ pub fn summarize(v: &[f64]) -> Summary {
     }
     let n = v.len() as f64;
     let mean = v.iter().sum::<f64>() / n;
-    // tsl::Stat::sample_variance: (Σx² − n·mean²)/(n − 1), 0 for one sample.
-    let var = if v.len() > 1 {
-        let sq: f64 = v.iter().map(|x| x * x).sum();
-        ((sq - n * mean * mean) / (n - 1.0)).max(0.0)
-    } else {
-        0.0
-    };
     Summary {
         average: mean,
-        standard_deviation: var.sqrt(),
+        standard_deviation: xprof_opstats::format::sample_standard_deviation(v),
         minimum: v.iter().copied().fold(f64::INFINITY, f64::min),
         maximum: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
         count: v.len(),

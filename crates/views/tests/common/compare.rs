@@ -219,9 +219,10 @@ pub fn compare_op_views(
         let ps = ov["performance_summary"].as_object().unwrap();
         let env = ov["run_environment"].as_object().unwrap();
         // The analysis fields we carry (the rest are XProf's page texts and colours).
-        let theirs: Map<String, Value> = o[0]["p"]
-            .as_object()
+        // Its first table's properties and its input analysis' (the step breakdown).
+        let theirs: Map<String, Value> = [&o[0]["p"], &o[1]["p"]]
             .into_iter()
+            .filter_map(Value::as_object)
             .flatten()
             .filter(|(k, _)| ps.contains_key(*k) || ps.contains_key(&format!("{k}_reason")))
             .map(|(k, v)| (k.clone(), v.clone()))
