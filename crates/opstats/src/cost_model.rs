@@ -9,12 +9,13 @@
 //! * dot: 2 · (output elements) · (contracting size) — batch dimensions are in the output;
 //! * convolution: 2 · batch · output features · input features per group · Π over spatial
 //!   dimensions of the (output, tap) pairs that land inside the (padded, dilated) input;
-//! * elementwise ops: [`FLOPS_PER_ELEMENT`] per output element (XLA's GPU default; XLA's
-//!   per-opcode GPU profile, which charges more for some transcendental ops, is not restated);
+//! * elementwise ops: XLA's GPU clock cycles per element of the default (`sm_86`) op
+//!   profile for transcendental and other costly ops ([`flops_per_element`]), else
+//!   [`FLOPS_PER_ELEMENT`] per output element;
 //! * reduce: (input − output elements) per input × the reducer's FLOPs per call;
 //! * fusion: the sum over its fused instructions;
-//! * all-reduce, all-reduce-start, reduce-scatter: [`FLOPS_PER_ELEMENT`] per output element
-//!   (the reduction); all-gather, reduce-scatter bytes: 3 × the larger side − the smaller;
+//! * all-reduce, all-reduce-start, reduce-scatter: the reducer's root as an elementwise op
+//!   per output element; all-gather, reduce-scatter bytes: 3 × the larger side − the smaller;
 //!   all-reduce-start bytes: its result;
 //! * cuBLAS / cuDNN custom calls: as dot / convolution (gemm dimension numbers from the
 //!   backend config), bytes without the scratch buffer of their (result, scratch) tuple.
@@ -41,10 +42,123 @@ pub struct HloCost {
     /// Model FLOPs (unadjusted).
     pub model_flops: u64,
     pub bytes_accessed: u64,
+    /// HBM bytes read and written, XProf's per-memory-space breakdown
+    /// (`GeneratePerformanceInfo`: XLA `GetBytesRead` / `GetBytesWritten`, which sum the
+    /// per-leaf properties of operands and result). The handlers of cuDNN convolutions and
+    /// cuBLAS gemms record their (result, scratch) tuple's output bytes for the whole tuple,
+    /// not per leaf, so their writes are missing from the breakdown (XProf's `hbm_bw` is
+    /// their reads alone); other tuple results but fusions' likewise.
+    pub hbm_read: u64,
+    pub hbm_write: u64,
 }
 
 /// XLA `GpuHloCostAnalysis`'s default FLOPs per element of an elementwise op.
 pub const FLOPS_PER_ELEMENT: u64 = 3;
+
+/// XLA's measured GPU clock cycles per element of the elementwise ops that cost more than
+/// [`FLOPS_PER_ELEMENT`] (`hlo_op_profiles_data.h`), which `GpuHloCostAnalysis` counts as
+/// their FLOPs per element, by (opcode, result element type). XProf's analysis is not told
+/// the device, so XLA uses its default profile, `sm_86`'s, for every GPU (AMD included);
+/// checked against XProf 2.24.2 on a real MI300X capture (sine and cosine: 662).
+const ELEMENTWISE_CYCLES_SM86: &[(&str, PrimitiveType, u64)] = {
+    use PrimitiveType::*;
+    &[
+        ("divide", S8, 370),
+        ("power", S8, 392),
+        ("divide", S16, 367),
+        ("power", S16, 396),
+        ("divide", S32, 306),
+        ("divide", S64, 918),
+        ("power", S64, 601),
+        ("divide", U8, 306),
+        ("power", U8, 388),
+        ("divide", U16, 302),
+        ("power", U16, 399),
+        ("divide", U32, 115),
+        ("divide", U64, 838),
+        ("power", U64, 604),
+        ("cbrt", F16, 925),
+        ("cosine", F16, 691),
+        ("exponential", F16, 108),
+        ("exponential-minus-one", F16, 396),
+        ("log", F16, 266),
+        ("log-plus-one", F16, 284),
+        ("logistic", F16, 226),
+        ("rsqrt", F16, 97),
+        ("sqrt", F16, 97),
+        ("tanh", F16, 212),
+        ("atan2", F16, 482),
+        ("power", F16, 975),
+        ("cbrt", F32, 867),
+        ("cosine", F32, 662),
+        ("exponential", F32, 86),
+        ("exponential-minus-one", F32, 381),
+        ("log", F32, 244),
+        ("log-plus-one", F32, 262),
+        ("logistic", F32, 176),
+        ("rsqrt", F32, 75),
+        ("sine", F32, 662),
+        ("sqrt", F32, 75),
+        ("tanh", F32, 190),
+        ("atan2", F32, 486),
+        ("power", F32, 925),
+        ("cbrt", F64, 6339),
+        ("cosine", F64, 1717),
+        ("exponential", F64, 1652),
+        ("exponential-minus-one", F64, 1900),
+        ("log", F64, 608),
+        ("log-plus-one", F64, 2073),
+        ("logistic", F64, 2412),
+        ("rsqrt", F64, 698),
+        ("sine", F64, 1789),
+        ("sqrt", F64, 986),
+        ("tanh", F64, 1609),
+        ("add", F64, 97),
+        ("atan2", F64, 3747),
+        ("divide", F64, 2016),
+        ("multiply", F64, 97),
+        ("power", F64, 5511),
+        ("subtract", F64, 97),
+        ("exponential", C64, 1360),
+        ("exponential-minus-one", C64, 1400),
+        ("log", C64, 950),
+        ("log-plus-one", C64, 842),
+        ("rsqrt", C64, 2383),
+        ("sqrt", C64, 3193),
+        ("atan2", C64, 5353),
+        ("divide", C64, 687),
+        ("power", C64, 3351),
+        ("cosine", C128, 6613),
+        ("exponential", C128, 4028),
+        ("exponential-minus-one", C128, 4161),
+        ("log", C128, 7599),
+        ("log-plus-one", C128, 6962),
+        ("rsqrt", C128, 11318),
+        ("sine", C128, 5878),
+        ("sqrt", C128, 15606),
+        ("tanh", C128, 9939),
+        ("add", C128, 97),
+        ("atan2", C128, 39027),
+        ("divide", C128, 7941),
+        ("multiply", C128, 270),
+        ("power", C128, 18205),
+        ("subtract", C128, 97),
+    ]
+};
+
+/// FLOPs per element of an elementwise `opcode` with result element type `t` (XLA
+/// `GetFlopsPerElementwiseOpElement`).
+pub fn flops_per_element(opcode: &str, t: i32) -> u64 {
+    ELEMENTWISE_CYCLES_SM86
+        .iter()
+        .find(|(op, ty, _)| *op == opcode && *ty as i32 == t)
+        .map_or(FLOPS_PER_ELEMENT, |e| e.2)
+}
+
+/// FLOPs of an elementwise `opcode` over `shape` (XLA `GetFlopsForElementwiseOp`).
+fn elementwise_flops(opcode: &str, shape: &ShapeProto) -> u64 {
+    flops_per_element(opcode, first_array(shape).element_type).saturating_mul(elements(shape))
+}
 
 /// The elementwise opcodes this model costs at [`FLOPS_PER_ELEMENT`]: the HLO model's
 /// elementwise opcodes (`xprof_hlo::query::ELEMENTWISE`) but these, which it leaves at zero.
@@ -359,13 +473,26 @@ impl Ctx<'_, '_> {
                     .map_or(0, |s| elements(s).saturating_sub(out_elems));
                 calls.saturating_mul(self.called(ins, 0))
             }
-            // XLA GPU: the reduction computation as one elementwise op over the output.
+            // XLA GPU: the reduction computation's root as one elementwise op over the output.
             "all-reduce" | "all-reduce-start" | "reduce-scatter" => {
-                FLOPS_PER_ELEMENT.saturating_mul(elements(out))
+                elementwise_flops(self.reducer_root(ins), out)
             }
-            o if costed_elementwise(o) => FLOPS_PER_ELEMENT.saturating_mul(elements(out)),
+            o if costed_elementwise(o) => elementwise_flops(o, out),
             _ => 0,
         }
+    }
+
+    /// The opcode of the root of an instruction's first called computation ("" if none).
+    fn reducer_root(&self, ins: &HloInstructionProto) -> &str {
+        ins.called_computation_ids
+            .first()
+            .and_then(|c| self.view.comp_by_id.get(c))
+            .and_then(|&ci| {
+                let root = self.view.comps[ci].root_id;
+                let instrs = &self.view.instrs[ci];
+                instrs.iter().find(|i| i.id == root).or(instrs.last())
+            })
+            .map_or("", |r| r.opcode.as_str())
     }
 
     fn conv(&self, ins: &HloInstructionProto, out: &ShapeProto) -> u64 {
@@ -377,6 +504,28 @@ impl Ctx<'_, '_> {
             (Some(lhs), Some(rhs), Some(d)) => conv_flops(lhs, rhs, out, d, ins.window.as_deref()),
             _ => 0,
         }
+    }
+
+    /// (bytes accessed, HBM reads, HBM writes) of one execution ([`HloCost`]).
+    fn bytes_breakdown(&self, ins: &HloInstructionProto) -> (u64, u64, u64) {
+        let total = self.bytes(ins);
+        let Some(out) = ins.shape.as_ref() else {
+            return (total, 0, 0);
+        };
+        let written = if matches!(
+            ins.opcode.as_str(),
+            "parameter" | "constant" | "get-tuple-element" | "tuple" | "bitcast"
+        ) {
+            0
+        } else if is_dnn_conv(ins) || is_gemm_call(ins) {
+            shape_bytes(first_array(out))
+        } else {
+            shape_bytes(out).min(total)
+        };
+        let per_leaf_writes =
+            out.element_type != PrimitiveType::Tuple as i32 || ins.opcode == "fusion";
+        let read = total.saturating_sub(written);
+        (total, read, if per_leaf_writes { written } else { 0 })
     }
 
     fn bytes(&self, ins: &HloInstructionProto) -> u64 {
@@ -446,12 +595,15 @@ pub fn module_costs(view: &ModuleView<'_>) -> HashMap<i64, HloCost> {
                 8 => 2,
                 _ => 1,
             };
+            let (bytes_accessed, hbm_read, hbm_write) = ctx.bytes_breakdown(ins);
             out.insert(
                 ins.id,
                 HloCost {
                     flops: model / adjust,
                     model_flops: model,
-                    bytes_accessed: ctx.bytes(ins),
+                    bytes_accessed,
+                    hbm_read,
+                    hbm_write,
                 },
             );
         }
@@ -491,6 +643,19 @@ mod tests {
         ] {
             assert!(!costed_elementwise(op), "{op}");
         }
+    }
+
+    #[test]
+    fn transcendental_ops_cost_xlas_default_gpu_profile() {
+        let f32 = PrimitiveType::F32 as i32;
+        assert_eq!(flops_per_element("sine", f32), 662);
+        assert_eq!(flops_per_element("tanh", f32), 190);
+        // Not in the profile: XLA's default.
+        assert_eq!(flops_per_element("add", f32), FLOPS_PER_ELEMENT);
+        assert_eq!(
+            flops_per_element("sine", PrimitiveType::Bf16 as i32),
+            FLOPS_PER_ELEMENT
+        );
     }
 
     #[test]

@@ -1080,6 +1080,19 @@ pub fn gpu_db(plane: &Plane, modules: &HashMap<u64, HloModuleInfo>) -> (OpMetric
                     if c.bytes_accessed > 0 {
                         t.bytes_accessed = c.bytes_accessed;
                         t.cost_source = CostSource::HloCostModel;
+                        // XProf exports only the positive parts of the breakdown.
+                        for (kind, bytes) in [
+                            (crate::metrics::AccessKind::Read, c.hbm_read),
+                            (crate::metrics::AccessKind::Write, c.hbm_write),
+                        ] {
+                            if bytes > 0 {
+                                t.memory_accessed.push(crate::metrics::MemoryAccessed {
+                                    kind,
+                                    memory_space: crate::metrics::MEMORY_SPACE_HBM,
+                                    bytes,
+                                });
+                            }
+                        }
                     }
                 }
                 cur = Some((pid, op_name, group, 0, t));

@@ -39,7 +39,9 @@ pub mod reasons {
     pub const PRECISION_NOT_GPU: &str = "XProf computes 16/32-bit compute time only from GPU kernels (this capture has none; XProf prints nothing)";
     pub const PRECISION_NO_STEPS: &str = "no GPU kernel with a correlation_id falls in a step (group_id), so there is no compute time to divide (XProf prints 0.0%)";
     pub const DEVICE_IDLE_TPU_ONLY: &str = "XProf computes device idle time only for TPU captures (its GPU overview has no such field); *_measured is the idle share of the GPU op time";
-    pub const GPU_NO_NORMALIZED_TIME: &str = "XProf's op profile divides FLOPs by the DVFS-normalized time, which it does not have for GPU ops, and prints 0; *_measured uses the op's time";
+    pub const GPU_NO_NORMALIZED_TIME: &str =
+        "XProf has no DVFS-normalized time for GPU ops and prints 0";
+    pub const GPU_NO_PEAK_UTILIZATION: &str = "XProf's op profile divides FLOPs by the GPU's peak FLOP rate, which it has as 0 for Nvidia GPUs (compute-capability peak), and prints 0; *_measured uses our peak";
     pub const COMBINED_LAYOUT_FLAGS: &str = "XProf combines several hosts' device properties without their memory-layout flags (merged VMEM, CMEM, megacore), so it prints 0 for these; *_measured is the first host's";
     pub const GPU_ROOFLINE_PEAKS: &str = "XProf's GPU roofline prints 0 for this device property (its records still use the GPU's peaks); *_measured is ours from the capture's GPU caps";
     pub const GPU_COMPUTE_EFFICIENCY: &str = "XProf's GPU roofline prints 0 for the compute efficiency; *_measured is the measured FLOP rate over the GPU's peak";
@@ -1616,14 +1618,17 @@ fn node_metrics(op: &OpMetrics, total_ps: u64, env: NodeEnv<'_>) -> Value {
         "uncappedFlops": flops_util * frac,
         "bandwidthUtils": bandwidth,
     });
-    // XProf divides GPU FLOPs by a DVFS-normalized time it leaves at 0, and prints 0.
+    // XProf has no DVFS-normalized time for GPU ops (it prints 0), and its FLOP utilization
+    // is 0 where its GPU peak is (Nvidia's compute-capability peak).
     if env.gpu
         && !op.is_idle()
         && let Some(map) = m.as_object_mut()
     {
-        for key in ["flops", "uncappedFlops"] {
-            let measured = map.get(key).cloned();
-            null_with(map, key, reasons::GPU_NO_NORMALIZED_TIME, measured);
+        if !perf.is_some_and(xprof_prints_gpu_peak) {
+            for key in ["flops", "uncappedFlops"] {
+                let measured = map.get(key).cloned();
+                null_with(map, key, reasons::GPU_NO_PEAK_UTILIZATION, measured);
+            }
         }
         null_with(
             map,

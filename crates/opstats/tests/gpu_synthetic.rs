@@ -746,6 +746,10 @@ fn library_calls_of_a_module_xprof_cannot_cost_get_its_zeros_and_our_estimate() 
     // scratch buffer: (64·32 + 32·64 + 64·64) · 2 = 16384.
     assert_eq!(op(1, "gemm.1").flops, 2 * 262_144);
     assert_eq!(op(1, "gemm.1").bytes_accessed, 2 * 16_384);
+    // XProf's HBM breakdown has the gemm's reads only (its tuple result is recorded whole,
+    // not per leaf), the add's reads and writes.
+    assert_eq!(op(1, "gemm.1").hbm_bytes(), 2 * 8_192);
+    assert_eq!(op(1, "add.3").hbm_bytes(), op(1, "add.3").bytes_accessed);
     // A legacy gemm: XProf does not cost it, the module's other ops it does.
     let legacy = op(3, "gemm.1");
     assert_eq!((legacy.flops, legacy.bytes_accessed), (0, 0));
