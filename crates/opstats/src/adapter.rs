@@ -201,6 +201,34 @@ fn fused_children(
         .collect()
 }
 
+/// The stack of frame `id` (1-based; 0 is none) in `index`: `file:line:column` per frame,
+/// each line ended by a newline, innermost first. A cycle or a bad id ends it.
+fn stack_text(index: Option<&xprof_proto::xla::StackFrameIndexProto>, mut id: i32) -> String {
+    let Some(sf) = index else {
+        return String::new();
+    };
+    let mut out = String::new();
+    let mut seen = 0;
+    while id > 0 && seen <= sf.stack_frames.len() {
+        seen += 1;
+        let Some(frame) = sf.stack_frames.get(id as usize - 1) else {
+            break;
+        };
+        if let Some(loc) = usize::try_from(frame.file_location_id - 1)
+            .ok()
+            .and_then(|i| sf.file_locations.get(i))
+        {
+            let file = usize::try_from(loc.file_name_id - 1)
+                .ok()
+                .and_then(|i| sf.file_names.get(i))
+                .map_or("", String::as_str);
+            out.push_str(&format!("{file}:{}:{}\n", loc.line, loc.column));
+        }
+        id = frame.parent_frame_id;
+    }
+    out
+}
+
 /// The HLO facts the views need from one module; each instruction's text is printed as XLA
 /// does (the `long_name` XProf shows for ops the trace does not describe).
 pub fn module_info(program_id: u64, m: &HloModuleProto) -> HloModuleInfo {
@@ -229,6 +257,7 @@ pub fn module_info(program_id: u64, m: &HloModuleProto) -> HloModuleInfo {
                     op_type: md.op_type,
                     source_file: md.source_file,
                     source_line: md.source_line,
+                    source_stack: stack_text(m.stack_frame_index.as_ref(), md.stack_frame_id),
                     expression: view.instruction_text(i, &opts),
                     cost: costs.get(&i.id).copied().filter(|_| !estimate_only(i)),
                     estimated_cost: costs.get(&i.id).copied().filter(|_| estimate_only(i)),

@@ -1044,6 +1044,7 @@ pub fn gpu_db(plane: &Plane, modules: &HashMap<u64, HloModuleInfo>) -> (OpMetric
                     provenance: crate::tfop::tf_op_fullname(&instr.op_name, &instr.op_type),
                     long_name: instr.expression.clone(),
                     source_file: instr.source_file.clone(),
+                    source_stack: instr.source_stack.clone(),
                     // XProf gives a GPU op without a source file line -1.
                     source_line: if instr.source_file.is_empty() {
                         -1

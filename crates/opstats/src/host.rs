@@ -104,6 +104,7 @@ fn framework_line_db(line: &Line, named: &[Option<(String, String)>]) -> Option<
                 ..Default::default()
             }
         });
+        b.fill_category(0, &a.name, kind);
         if let Some(top) = stack.last_mut() {
             top.2 = top.2.saturating_add(dur);
         }
@@ -268,6 +269,49 @@ mod tests {
             name: name.into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_host_op_first_seen_without_a_type_takes_the_type_of_a_later_occurrence() {
+        // XProf's builders and combiner fill an op's type if it is still empty: the first
+        // occurrence (a `tf_op` stat without type) on one thread, typed later on the same
+        // thread and on another.
+        let untyped = |start| {
+            ev(
+                1,
+                start,
+                10,
+                vec![(StatKey::TfOp, StatValue::Str("model/Cast".into()))],
+            )
+        };
+        let plane = Plane {
+            name: HOST_THREADS.into(),
+            metadata: vec![md("model/Cast:Cast"), md("other")],
+            lines: vec![
+                Line {
+                    id: 1,
+                    name: "t1".into(),
+                    events: vec![untyped(0), ev(0, 100, 10, vec![])],
+                    ..Default::default()
+                },
+                Line {
+                    id: 2,
+                    name: "t2".into(),
+                    events: vec![untyped(0)],
+                    ..Default::default()
+                },
+                Line {
+                    id: 3,
+                    name: "t3".into(),
+                    events: vec![ev(0, 0, 10, vec![])],
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let db = framework_op_db(&plane);
+        let cast = db.metrics.iter().find(|m| m.name == "model/Cast").unwrap();
+        assert_eq!((cast.occurrences, cast.category.as_str()), (4, "Cast"));
     }
 
     #[test]

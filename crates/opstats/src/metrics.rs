@@ -178,7 +178,11 @@ impl OpMetrics {
             self.source_stack = src.source_stack.clone();
             self.cost_source = src.cost_source;
             self.min_time_ps = src.min_time_ps;
-        } else {
+        } else if self.category == "Unknown" && !src.category.is_empty() {
+            // XProf `CopyOpMetricsMetadata` fills a field the first source left empty.
+            self.category = src.category.clone();
+        }
+        if !first {
             self.min_time_ps = self.min_time_ps.min(src.min_time_ps);
         }
         if update_num_cores {
@@ -473,6 +477,19 @@ impl NamedDbBuilder {
         op.self_time_ps = op.self_time_ps.saturating_add(self_time_ps);
         op.normalized_time_ps = op.normalized_time_ps.saturating_add(time_ps);
         op.min_time_ps = op.min_time_ps.min(time_ps);
+    }
+
+    /// Give the op `name` of `program_id` the category `category` if it has none yet
+    /// ("Unknown"): XProf's builders fill an op's type from the first occurrence that has one.
+    pub fn fill_category(&mut self, program_id: u64, name: &str, category: &str) {
+        if category.is_empty() || category == "Unknown" {
+            return;
+        }
+        if let Some(&i) = self.index.get(&program_id).and_then(|m| m.get(name))
+            && self.ops[i].category == "Unknown"
+        {
+            self.ops[i].category = category.to_string();
+        }
     }
 
     pub fn is_empty(&self) -> bool {

@@ -665,6 +665,9 @@ pub struct HloInstr {
     pub op_type: String,
     pub source_file: String,
     pub source_line: i32,
+    /// The call stack of `metadata.stack_frame_id` in the module's stack frame index, one
+    /// `file:line:column` per line, innermost first (XProf's `stackFrame`).
+    pub source_stack: String,
     /// The instruction as XLA prints it (best effort; used as `long_name`).
     pub expression: String,
     /// FLOPs / bytes from our HLO cost model (`crate::cost_model`; used for GPU kernels).

@@ -1557,7 +1557,9 @@ fn node_metrics(op: &OpMetrics, total_ps: u64, env: NodeEnv<'_>) -> Value {
     let t_ns = op.time_ps as f64 / 1000.0;
     // XProf's flop rate is per DVFS-normalized time when there is one: for the root, whose
     // time is reset to the profile's total, that is its ops' time (IDLE has none).
-    let flops_ns = if op.normalized_time_ps == 0 {
+    // GPU ops have no normalized time in XProf: the root's rate is over its whole time, IDLE
+    // included.
+    let flops_ns = if op.normalized_time_ps == 0 || env.gpu {
         t_ns
     } else {
         op.normalized_time_ps as f64 / 1000.0

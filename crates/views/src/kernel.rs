@@ -31,8 +31,15 @@ pub const COLUMNS: &[&str] = &[
     "max_duration_us",
 ];
 
-/// Kernel-name fragments of Tensor Core kernels (XProf `kTensorCoreKernelNamePatterns`).
+/// Kernel-name fragments of Tensor Core (matrix core) kernels (XProf
+/// `kTensorCoreKernelNamePatterns`). XProf 2.24.2 adds AMD's: Tensile/hipBLASLt `Cijk_*`
+/// gemms, MFMA/WMMA kernels and XLA's Triton `gemm_fusion*` kernels (read from its
+/// converter's string table; checked on real MI300X captures).
 const TENSOR_CORE_PATTERNS: &[&str] = &[
+    "Cijk_",
+    "gemm_fusion",
+    "mfma",
+    "wmma",
     "16816",
     "c1688",
     "conv1x1",
@@ -84,6 +91,10 @@ pub fn is_op_tensor_core_eligible(op: &str) -> bool {
         ]
         .iter()
         .any(|s| op.contains(s))
+        // JAX's matrix ops (XProf 2.24.2).
+        || ["dot_general", "conv_general_dilated"]
+            .iter()
+            .any(|s| op.contains(s))
 }
 
 /// An einsum `a,b->c` with two operands.
@@ -288,8 +299,10 @@ pub fn kernel_stats(hosts: &[(String, XSpace)]) -> KernelStats {
 /// has `hlo_op` (XProf's kernel-stats pass with the HLO module map).
 pub fn kernel_stats_with_hlo(hosts: &[(String, XSpace)], hlo: &HloOpNames) -> KernelStats {
     let mut out = KernelStats::default();
-    let mut map: HashMap<KernelKey, KernelReport> = HashMap::new();
-    for (_, space) in hosts {
+    // XProf builds one kernel database per host and keeps the hosts' reports apart when it
+    // combines them: identical kernels of two hosts are two rows.
+    let mut map: HashMap<(usize, KernelKey), KernelReport> = HashMap::new();
+    for (host, (_, space)) in hosts.iter().enumerate() {
         for plane in space
             .planes()
             .filter(|p| p.name().starts_with("/device:GPU:"))
@@ -332,12 +345,14 @@ pub fn kernel_stats_with_hlo(hosts: &[(String, XSpace)], hlo: &HloOpNames) -> Ke
                             key.is_op_tensor_core_eligible |= is_op_tensor_core_eligible(op);
                         }
                     }
-                    let r = map.entry(key.clone()).or_insert_with(|| KernelReport {
-                        key,
-                        occupancy_pct: occ,
-                        min_duration_ns: u64::MAX,
-                        ..Default::default()
-                    });
+                    let r = map
+                        .entry((host, key.clone()))
+                        .or_insert_with(|| KernelReport {
+                            key,
+                            occupancy_pct: occ,
+                            min_duration_ns: u64::MAX,
+                            ..Default::default()
+                        });
                     r.occurrences += 1;
                     r.total_duration_ns = r.total_duration_ns.saturating_add(dur_ns);
                     r.min_duration_ns = r.min_duration_ns.min(dur_ns);

@@ -30,30 +30,29 @@ fn compare_capture(
     compare_op_views(name, &s, oracle_dir, &mut t);
     by_view.insert("op views", t);
 
+    let (hosts, hlo) = host_files(run);
+    let raw = xprof_views::load::load_raw(&hosts, xprof_views::load::gpu_planes).unwrap();
+    let names = xprof_views::kernel::HloOpNames::new(&raw, &hlo);
+    let ks = xprof_views::kernel::kernel_stats_with_hlo(&raw, &names);
+    let mut t = Tally::default();
+    if let Some(o) = oracle_opt(oracle_dir, "kernel_stats") {
+        t.table(&format!("{name} kernel_stats"), &ks.table(), &o);
+    }
+    by_view.insert("kernel_stats", t);
+
+    // As get_framework_op_stats builds it: the Tensor Core use from the kernel stats.
     let mut t = Tally::default();
     if let Some(o) = oracle_opt(oracle_dir, "framework_op_stats") {
         let f = r
             .op_stats_with(xprof_views::framework::BUILD)
             .expect("op stats");
-        let (with_idle, without_idle) = xprof_views::framework::framework_op_stats(&f);
-        t.table(&format!("{name} framework with_idle"), &with_idle, &o[0]);
-        t.table(
-            &format!("{name} framework without_idle"),
-            &without_idle,
-            &o[1],
-        );
+        let tc = xprof_views::kernel::tensor_core_time_by_op(&ks);
+        for (i, exclude_idle) in [(0, false), (1, true)] {
+            let table = xprof_views::framework::table_with_kernels(&f, exclude_idle, Some(&tc));
+            t.table(&format!("{name} framework table {i}"), &table, &o[i]);
+        }
     }
     by_view.insert("framework_op_stats", t);
-
-    let (hosts, hlo) = host_files(run);
-    let mut t = Tally::default();
-    if let Some(o) = oracle_opt(oracle_dir, "kernel_stats") {
-        let raw = xprof_views::load::load_raw(&hosts, xprof_views::load::gpu_planes).unwrap();
-        let names = xprof_views::kernel::HloOpNames::new(&raw, &hlo);
-        let ks = xprof_views::kernel::kernel_stats_with_hlo(&raw, &names);
-        t.table(&format!("{name} kernel_stats"), &ks.table(), &o);
-    }
-    by_view.insert("kernel_stats", t);
 
     let mut t = Tally::default();
     if let Some(o) = oracle_opt(oracle_dir, "input_pipeline_analyzer") {

@@ -97,6 +97,43 @@ fn kernel_stats_group_gpu_kernels_by_launch_configuration() {
     assert_eq!(a["total_duration_us"], json!(5.0));
 }
 
+#[test]
+fn kernel_stats_keep_identical_kernels_of_two_hosts_apart() {
+    let one = XSpace::from_bytes(gpu_capture().to_bytes()).unwrap();
+    let two = XSpace::from_bytes(gpu_capture().to_bytes()).unwrap();
+    let ks = xprof_views::kernel::kernel_stats(&[("h0".into(), one), ("h1".into(), two)]);
+    let t = ks.table();
+    // XProf combines the hosts' kernel databases without merging their reports.
+    assert_eq!(t.records.len(), 4);
+    assert_eq!(t.records[0]["kernel_name"], t.records[1]["kernel_name"]);
+    assert_eq!(t.records[0]["occurrences"], json!(2));
+}
+
+#[test]
+fn amd_matrix_core_kernels_and_jax_matrix_ops_count_as_tensor_core() {
+    use xprof_views::kernel::{is_kernel_using_tensor_core, is_op_tensor_core_eligible};
+    for k in [
+        "Cijk_Ailk_Bljk_BBS_BH_MT256x128x64_MI16x16x16x1_SN",
+        "gemm_fusion_dot_general_1.kd",
+        "kernel_mfma_f32_32x32x8",
+        "wmma_gemm",
+    ] {
+        assert!(is_kernel_using_tensor_core(k), "{k}");
+    }
+    for k in [
+        "wrapped_broadcast.kd",
+        "__amd_rocclr_copyBuffer.kd",
+        "loop_convert_fusion",
+    ] {
+        assert!(!is_kernel_using_tensor_core(k), "{k}");
+    }
+    assert!(is_op_tensor_core_eligible(
+        "jit(f)/jit(main)/conv_general_dilated"
+    ));
+    assert!(is_op_tensor_core_eligible("jit(dot)/dot_general"));
+    assert!(!is_op_tensor_core_eligible("jit(f)/broadcast_in_dim"));
+}
+
 /// A JAX-style GPU capture: kernels name their HLO op (`hlo_op`, `program_id`), whose
 /// `op_name` metadata is the framework op.
 fn gpu_jax_capture() -> XSpaceBuilder {
