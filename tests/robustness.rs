@@ -348,3 +348,156 @@ fn sql_rows_past_max_rows_are_exit_4_naming_the_limit() {
         "{e}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// MCP worker isolation: a raw JSON-RPC session over stdio.
+
+struct Mcp {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Mcp {
+    fn start(sb: &Sandbox, extra: &[&str], env: &[(&str, &str)]) -> Mcp {
+        let mut c = sb.cmd();
+        c.args(["--no_cache", "mcp", "--root"])
+            .arg(xprof_tests::fixtures())
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let mut child = c.spawn().expect("starting xprof mcp");
+        let stdin = child.stdin.take();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut m = Mcp {
+            child,
+            stdin,
+            stdout,
+        };
+        m.send(
+            serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "robustness", "version": "0"}}}),
+        );
+        m.reply(0);
+        m.send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        m
+    }
+
+    fn send(&mut self, v: serde_json::Value) {
+        use std::io::Write;
+        let w = self.stdin.as_mut().unwrap();
+        writeln!(w, "{v}").unwrap();
+        w.flush().unwrap();
+    }
+
+    /// The reply to request `id` (other lines are skipped).
+    fn reply(&mut self, id: u64) -> serde_json::Value {
+        use std::io::BufRead;
+        loop {
+            let mut line = String::new();
+            let n = self.stdout.read_line(&mut line).unwrap();
+            assert!(n > 0, "the server ended before answering request {id}");
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    }
+
+    fn call(&mut self, id: u64, tool: &str, args: serde_json::Value) -> serde_json::Value {
+        self.send(
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": args}}),
+        );
+        self.reply(id)["result"].clone()
+    }
+
+    /// End the session (end of input) and return the server's stderr.
+    fn finish(mut self) -> String {
+        drop(self.stdin.take());
+        let out = self.child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+}
+
+/// A call that never ends on its own (SQL with a time limit far beyond the test's).
+fn endless_sql() -> serde_json::Value {
+    serde_json::json!({
+        "path": xprof_tests::fixtures().join("jax-cpu/logdir"), "run": "matmul", "mode": "sql",
+        "sql": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT max(x) FROM c",
+        "timeout_s": 3600,
+    })
+}
+
+fn hosts_args() -> serde_json::Value {
+    serde_json::json!({"path": xprof_tests::fixtures().join("jax-cpu/logdir")})
+}
+
+fn tool_error(result: &serde_json::Value) -> serde_json::Value {
+    assert_eq!(result["isError"], true, "{result}");
+    result["structuredContent"]["error"].clone()
+}
+
+#[test]
+fn mcp_call_over_the_time_limit_is_stopped_and_the_server_answers_the_next() {
+    let sb = Sandbox::new();
+    let mut mcp = Mcp::start(&sb, &["--call_timeout_s", "1"], &[]);
+    let e = tool_error(&mcp.call(1, "query_hlo_graph", endless_sql()));
+    let msg = e["message"].as_str().unwrap();
+    assert!(
+        msg.contains("time limit") && msg.contains("--call_timeout_s"),
+        "{e}"
+    );
+    let ok = mcp.call(2, "get_hosts", hosts_args());
+    assert_eq!(ok["isError"], false, "{ok}");
+    mcp.finish();
+}
+
+#[test]
+fn mcp_call_over_the_memory_limit_is_stopped() {
+    let sb = Sandbox::new();
+    let mut mcp = Mcp::start(&sb, &["--call_max_rss_mb", "1"], &[]);
+    let e = tool_error(&mcp.call(1, "query_hlo_graph", endless_sql()));
+    let msg = e["message"].as_str().unwrap();
+    assert!(
+        msg.contains("memory") && msg.contains("--call_max_rss_mb"),
+        "{e}"
+    );
+    mcp.finish();
+}
+
+#[test]
+fn mcp_call_whose_worker_aborts_is_one_failed_call() {
+    let sb = Sandbox::new();
+    let mut mcp = Mcp::start(&sb, &[], &[("XPROF_FAILPOINT_ABORT", "get_hosts")]);
+    let e = tool_error(&mcp.call(1, "get_hosts", hosts_args()));
+    assert_eq!(e["kind"], "internal", "{e}");
+    assert!(e["message"].as_str().unwrap().contains("signal 6"), "{e}");
+    let ok = mcp.call(2, "list_runs", hosts_args());
+    assert_eq!(ok["isError"], false, "{ok}");
+    mcp.finish();
+}
+
+#[test]
+fn mcp_cancelled_call_stops_its_worker() {
+    let sb = Sandbox::new();
+    let mut mcp = Mcp::start(&sb, &[], &[]);
+    mcp.send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "query_hlo_graph", "arguments": endless_sql()}}),
+    );
+    mcp.send(
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 1, "reason": "test"}}),
+    );
+    let ok = mcp.call(2, "get_hosts", hosts_args());
+    assert_eq!(ok["isError"], false, "{ok}");
+    let stderr = mcp.finish();
+    assert!(stderr.contains("cancelled by the client"), "{stderr}");
+}

@@ -364,6 +364,10 @@ pub fn run(argv: Vec<String>) -> i32 {
         out(&format!("xprof {VERSION}"));
         return 0;
     }
+    if rest.first().map(String::as_str) == Some(mcp::worker::SUBCOMMAND) {
+        // A worker of `xprof mcp` (one tool call; module `mcp::worker`).
+        return mcp::worker::serve();
+    }
     if rest.first().map(String::as_str) == Some("mcp") {
         // Before plugins load: from here on only the MCP transport may write to stdout.
         mcp::claim_stdout();

@@ -5,12 +5,14 @@
 //! against each tool's schema here (rmcp does not); malformed ones, a path outside the server's
 //! roots (named by an argument, or read by the call, whether it succeeded or not) and every
 //! tool failure are an `isError` result carrying the CLI's JSON error object. An unknown tool is
-//! a JSON-RPC -32602 error. Calls run on tokio's blocking pool through the
-//! same cached `call_tool` as the CLI, so concurrent calls are served concurrently and a
-//! panicking tool is one failed call, never a dead server.
+//! a JSON-RPC -32602 error. Each call runs in its own supervised worker process (module
+//! `worker`: time and memory limits, cancellation) through the same cached `call_tool` as the
+//! CLI, so concurrent calls are served concurrently and a crashing or runaway call is one
+//! failed call, never a dead server.
 
 mod framing;
 mod http;
+pub mod worker;
 
 use std::borrow::Cow;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -27,10 +29,10 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
 use xprof_plugin_api::ToolError;
 
+use crate::VERSION;
 use crate::cli::GlobalOpts;
 use crate::output::error_json;
 use crate::registry::{Registry, ToolEntry};
-use crate::{Frontend, VERSION};
 
 // ---------------------------------------------------------------------------------------------
 // stdout
@@ -73,6 +75,7 @@ struct McpOpts {
     http: Option<String>,
     token: Option<String>,
     roots: Vec<PathBuf>,
+    limits: worker::Limits,
 }
 
 /// `--http` without an address.
@@ -105,10 +108,37 @@ fn parse_opts(args: &[String]) -> Result<McpOpts, ToolError> {
             "__http" => o.http = Some(value("--http")?),
             "__token" => o.token = Some(value("--token")?),
             "__root" => o.roots.push(PathBuf::from(value("--root")?)),
+            "__call_timeout_s" => {
+                let v = value("--call_timeout_s")?;
+                o.limits.timeout = v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e9)
+                    .map(Duration::from_secs_f64)
+                    .ok_or_else(|| {
+                        ToolError::invalid(format!("--call_timeout_s {v}: not a positive number"))
+                            .with_hint("give seconds, e.g. --call_timeout_s 600")
+                    })?;
+            }
+            "__call_max_rss_mb" => {
+                let v = value("--call_max_rss_mb")?;
+                o.limits.max_rss_bytes = v
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|m| *m > 0)
+                    .and_then(|m| m.checked_mul(1 << 20))
+                    .ok_or_else(|| {
+                        ToolError::invalid(format!(
+                            "--call_max_rss_mb {v}: not a positive whole number"
+                        ))
+                        .with_hint("give MiB, e.g. --call_max_rss_mb 16384")
+                    })?;
+            }
             _ => {
                 return Err(
                     ToolError::usage(format!("unknown argument `{a}` to `xprof mcp`")).with_hint(
-                        "usage: xprof mcp [--http 127.0.0.1:8792] [--token T] [--root DIR]...",
+                        "usage: xprof mcp [--http 127.0.0.1:8792] [--token T] [--root DIR]... \
+                         [--call_timeout_s S] [--call_max_rss_mb MB]",
                     ),
                 );
             }
@@ -125,7 +155,7 @@ fn parse_opts(args: &[String]) -> Result<McpOpts, ToolError> {
 const HELP: &str = "\
 xprof mcp: serve every xprof tool over the Model Context Protocol
 
-Usage: xprof mcp [--http [ADDR]] [--token TOKEN] [--root DIR]...
+Usage: xprof mcp [--http [ADDR]] [--token TOKEN] [--root DIR]... [--call_timeout_s S] [--call_max_rss_mb MB]
 
   (default)        stdio transport: the client starts `xprof mcp` and speaks JSON-RPC on stdin/stdout
   --http [ADDR]    streamable HTTP at http://ADDR/mcp (default 127.0.0.1:8792; a bare port means
@@ -135,6 +165,10 @@ Usage: xprof mcp [--http [ADDR]] [--token TOKEN] [--root DIR]...
   --root DIR       directory that path arguments must lie in (repeatable). Default: $XPROF_LOGDIR,
                    $XLA_HLO_DUMP_DIR and $XLA_JF_DUMP_DIR where set, else the working directory.
                    Over stdio the roots a client announces (roots/list) are added.
+  --call_timeout_s S     each tool call runs in its own worker process, stopped (an isError
+                         result naming the limit) after S seconds (default 300)
+  --call_max_rss_mb MB   ... or once it holds more than MB MiB of anonymous memory (default
+                         8192; mapped capture files do not count)
 
 Host flags apply too: --plugin-dir, --no_cache, --bypass_cache, --cache_ttl.
 See docs/MCP.md for client configurations.";
@@ -381,6 +415,9 @@ struct Shared {
     tools: Vec<Tool>,
     roots: Vec<PathBuf>,
     opts: GlobalOpts,
+    /// This binary, re-executed as each call's worker.
+    exe: PathBuf,
+    limits: worker::Limits,
 }
 
 /// One per connection (stdio) or per request (stateless HTTP); cheap to clone.
@@ -573,18 +610,17 @@ impl ServerHandler for XprofMcp {
         if let Err(e) = self.check_args(t, &args, &ctx).await {
             return Ok(Self::error_result(&t.name, &e));
         }
-        let shared = self.shared.clone();
-        let tool_name = t.name.clone();
-        let joined = tokio::task::spawn_blocking(move || {
-            let t = shared
-                .reg
-                .find(&tool_name)
-                .expect("tool found before spawning");
-            crate::call_tool_reporting(&shared.reg, t, &args, Frontend::Mcp, &shared.opts)
-        })
+        let called = worker::call(
+            &self.shared.exe,
+            &t.name,
+            &args,
+            &self.shared.opts,
+            self.shared.limits,
+            ctx.ct.clone(),
+        )
         .await;
-        Ok(match joined {
-            Ok(Ok(env)) => {
+        Ok(match called {
+            Ok(env) => {
                 if let Err(e) = self.check_inputs(&env.inputs, &ctx).await {
                     return Ok(Self::error_result(&t.name, &e));
                 }
@@ -615,15 +651,10 @@ impl ServerHandler for XprofMcp {
             }
             // What a failed call read is checked too: its error may describe a file outside
             // the roots (reached by listing a directory inside them).
-            Ok(Err(f)) => match self.check_inputs(&f.inputs, &ctx).await {
+            Err(f) => match self.check_inputs(&f.inputs, &ctx).await {
                 Err(e) => Self::error_result(&t.name, &e),
                 Ok(()) => Self::error_result(&t.name, &f.error),
             },
-            Err(join) => Self::error_result(
-                &t.name,
-                &ToolError::internal(format!("tool `{}` crashed the call: {join}", t.name))
-                    .with_hint("this is a bug; the server is still running"),
-            ),
         })
     }
 }
@@ -678,12 +709,22 @@ pub fn run(reg: Registry, args: &[String], g: &GlobalOpts) -> i32 {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => {
+            return fail(ToolError::internal(format!(
+                "cannot locate the xprof binary to run tool calls in worker processes: {e}"
+            )));
+        }
+    };
     let handler = XprofMcp {
         shared: Arc::new(Shared {
             reg,
             tools,
             roots,
             opts: g.clone(),
+            exe,
+            limits: o.limits,
         }),
         client_roots: Arc::new(tokio::sync::Mutex::new(None)),
     };
