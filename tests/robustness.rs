@@ -501,3 +501,45 @@ fn mcp_cancelled_call_stops_its_worker() {
     let stderr = mcp.finish();
     assert!(stderr.contains("cancelled by the client"), "{stderr}");
 }
+
+/// A run directory with the seed's XSpace beside an `.hlo_proto.pb` of `len` bytes that are
+/// all zeros (a sparse file: no disk is used).
+fn run_with_a_zero_hlo_proto(sb: &Sandbox, len: u64) -> std::path::PathBuf {
+    let run = sb.path().join("logdir/plugins/profile/big");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::copy(
+        xprof_tests::fixtures().join("jax-cpu/logdir/plugins/profile/matmul/host0.xplane.pb"),
+        run.join("host0.xplane.pb"),
+    )
+    .unwrap();
+    let f = std::fs::File::create(run.join("jit_big(1).hlo_proto.pb")).unwrap();
+    f.set_len(len).unwrap();
+    run
+}
+
+/// Case 1: any buffer over ~1 GiB freed in a capture plugin aborted the process (`free():
+/// invalid pointer`, exit 134): the plugins' allocator handed mimalloc's huge blocks to
+/// glibc's `free`. A 1.1 GB proto is now read, found invalid and freed like any other.
+#[test]
+fn an_hlo_proto_over_1_gib_is_a_json_error_not_an_abort() {
+    let sb = Sandbox::new();
+    let run = run_with_a_zero_hlo_proto(&sb, 1_150_000_000);
+    let r: Run = sb
+        .cmd()
+        .args(["--no_cache", "get_hlo_module_content", "--path"])
+        .arg(&run)
+        .args(["--module_name", "jit_big"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 4, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    let e = r.error();
+    assert_eq!(e["error"]["kind"], "invalid_value", "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("jit_big(1).hlo_proto.pb"),
+        "{e}"
+    );
+}

@@ -1043,8 +1043,7 @@ fn invoke_body(
     INVOKES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         // A failpoint for the tests that a panic inside a real plugin artifact is caught and
-        // reported (first-party artifacts link their unwinder statically: crate
-        // `xprof-link`). Debug builds only.
+        // reported. Debug builds only.
         #[cfg(debug_assertions)]
         if std::env::var_os("XPROF_FAILPOINT_PANIC").is_some_and(|t| t == name) {
             panic!("failpoint XPROF_FAILPOINT_PANIC");

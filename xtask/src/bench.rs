@@ -830,20 +830,6 @@ pub fn run(args: &[String]) -> crate::Result {
         .into());
     }
     let comp = competitor_bin();
-    // A symbol-order list made by an older build (another toolchain, changed dependencies)
-    // names functions the build no longer has, and start-up is slower than measured.
-    let mut symbol_order = serde_json::Map::new();
-    for (file, dir) in crate::order::ARTIFACTS {
-        if let Some((found, listed)) =
-            crate::order::coverage(&target.join("release").join(file), dir)
-        {
-            eprintln!("bench: {dir}/symbol-order.txt: {found} of {listed} functions in {file}");
-            if found * 10 < listed * 9 {
-                eprintln!("bench: WARNING: stale symbol order; run `cargo xtask symbol-order`");
-            }
-            symbol_order.insert(file.to_string(), json!({"found": found, "listed": listed}));
-        }
-    }
     let inputs = Inputs::new(&o);
     let out_dir = target.join("bench");
     let tmp = out_dir.join("tmp");
@@ -1005,7 +991,6 @@ pub fn run(args: &[String]) -> crate::Result {
         "warmup": o.warmup,
         "quick": o.quick,
         "build_failures": build_failures,
-        "symbol_order": symbol_order,
         "program_files_dropped_from_page_cache": dropped,
         "data": o.data.display().to_string(),
         "corpus": o.corpus.display().to_string(),

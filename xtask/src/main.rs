@@ -4,14 +4,12 @@
 //! * `test` — prepare what the tests need, then run every test (what `.ci/run` runs).
 //! * `codegen [--check]` — regenerate the checked-in prost code from `proto/*.proto`.
 //! * `bench [...]` — the benchmark suite (whole processes and in-process).
-//! * `symbol-order [--corpus DIR]` — rewrite the hot-function lists the linker orders code by.
 //! * `fuzz [--seconds N] [--target T]...` — mutation fuzzing of the parsers (module `fuzz`).
 
 mod bench;
 mod codegen;
 mod fuzz;
 mod install;
-mod order;
 
 use std::process::ExitCode;
 
@@ -26,10 +24,9 @@ fn main() -> ExitCode {
         "test" => install::test(rest),
         "codegen" => codegen::run(rest),
         "bench" => bench::run(rest),
-        "symbol-order" => order::run(rest),
         "fuzz" => fuzz::run(rest),
         _ => {
-            eprintln!("usage: cargo xtask <install|test|codegen|bench|symbol-order|fuzz> [args]");
+            eprintln!("usage: cargo xtask <install|test|codegen|bench|fuzz> [args]");
             return if task == "help" {
                 ExitCode::SUCCESS
             } else {

@@ -3,42 +3,26 @@
 //! library errors (`kind()` and `hint()`) as [`ToolError`]s. Kept out of `xprof-plugin-api` so
 //! the ABI crate depends on no analysis code.
 
-pub mod alloc;
-pub mod pages;
-
 /// The allocator of a first-party capture plugin; use once, in its `lib.rs`.
 ///
-/// mimalloc instead of the system allocator, except in a small CLI call ([`alloc`]). Converting
-/// a large capture allocates a few hundred MB in large blocks (and a decoded HLO module is ~40
-/// times its encoded size); glibc hands each block out as fresh 4 KB pages, and faulting them in
-/// was a third of `get_overview`'s CPU time on a 56 MB capture (80 k page faults). mimalloc
-/// reserves aligned arenas and asks for transparent huge pages where the kernel offers them
-/// (`madvise`), which brings that to ~1.5 k faults (0.6× the wall time). v2 rather than the
-/// crate's default v3: lower peak RSS in the same measurement. `local_dynamic_tls` because the
-/// plugin is loaded with dlopen, where the initial-exec TLS model may not fit.
-///
-/// mimalloc and huge pages wait until a call turns out not to be a small CLI one ([`alloc`],
-/// [`pages`]): the deferral of huge pages runs when the library is loaded, before mimalloc
-/// reserves its first arena. Tools that name no capture (the HLO dump tools) keep the C
-/// library's allocator, as they kept mimalloc without huge pages before; for a decoded module,
-/// the hlo plugin measured the C allocator faster than that (`plugins/hlo/src/lib.rs`).
+/// mimalloc instead of the system allocator: converting a large capture allocates a few
+/// hundred MB in large blocks (and a decoded HLO module is ~40 times its encoded size), which
+/// glibc hands out as fresh 4 KB pages; faulting them in was a third of `get_overview`'s CPU
+/// time on a 56 MB capture. v2 rather than the crate's default v3: lower peak RSS in the same
+/// measurement. `local_dynamic_tls` because the plugin is loaded with dlopen, where the
+/// initial-exec TLS model may not fit. One allocator for every block of the plugin: an earlier
+/// policy that started on glibc's and switched to mimalloc freed mimalloc's huge blocks
+/// (over ~1 GiB) with glibc's `free` and aborted (issue 30, case 1).
 #[macro_export]
 macro_rules! capture_plugin_allocator {
     () => {
         #[global_allocator]
-        static GLOBAL: $crate::alloc::PluginAllocator = $crate::alloc::PluginAllocator;
-
-        #[cfg(target_os = "linux")]
-        #[used]
-        #[unsafe(link_section = ".init_array")]
-        static DEFER_HUGE_PAGES: extern "C" fn() = {
-            extern "C" fn defer() {
-                $crate::pages::defer_huge_pages();
-            }
-            defer
-        };
+        static GLOBAL: $crate::MiMalloc = $crate::MiMalloc;
     };
 }
+
+#[doc(hidden)]
+pub use mimalloc::MiMalloc;
 
 use xprof_capture::{CaptureError, Selector, Session};
 use xprof_plugin_api::{Call, ErrorKind, ToolError};
@@ -80,12 +64,10 @@ pub const SMALL_CAPTURE_BYTES: u64 = 4 << 20;
 /// for each parallel step (measured: ~0.7 ms of a 5 ms call on a 1 MB capture, most of it
 /// workers spinning on a 2-core machine), and without transparent huge pages (see [`pages`]).
 /// Larger captures and long-lived frontends (MCP, whose next call may be large) keep rayon's
-/// default pool, get huge pages back and allocate from mimalloc ([`alloc`]). The global pool
-/// is built once per process; if it exists already this changes nothing.
+/// default pool. The global pool is built once per process; if it exists already this changes
+/// nothing.
 fn fit_threads(s: &Session, call: &Call) {
     if !is_small_cli_call(s, call) {
-        pages::allow_huge_pages();
-        alloc::use_mimalloc();
         return;
     }
     let _ = rayon::ThreadPoolBuilder::new()
@@ -129,16 +111,9 @@ mod tests {
         assert_eq!(t.hint, hint);
     }
 
-    /// Held by the tests that change settings of the whole process (huge pages).
-    pub(crate) static PROCESS_SETTINGS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-    // The only test of this binary that touches rayon's global pool and the allocator's mode,
-    // which a process sets once.
+    // The only test of this binary that touches rayon's global pool, which a process sets once.
     #[test]
-    fn a_small_cli_call_runs_on_the_calling_thread_and_a_server_call_switches_to_mimalloc() {
-        // The server call allows huge pages.
-        let _settings = PROCESS_SETTINGS.lock().unwrap_or_else(|e| e.into_inner());
-        let blocks = alloc::tests::before_the_switch();
+    fn a_small_cli_call_runs_on_the_calling_thread() {
         let root = xprof_plugin_api::sdk::testing::workspace_root(env!("CARGO_MANIFEST_DIR"));
         let run = root.join("fixtures/jax-cpu/logdir/plugins/profile/mlp_steps");
         let mut call = Call::new(
@@ -165,16 +140,6 @@ mod tests {
                 .into_par_iter()
                 .all(|_| std::thread::current().id() == here)
         );
-        assert!(!alloc::uses_mimalloc());
-        // The same capture for a long-lived frontend.
-        let mut call = Call::new(
-            [("path".to_string(), run.display().to_string().into())]
-                .into_iter()
-                .collect(),
-            serde_json::json!({"frontend": "mcp"}),
-        );
-        session(&mut call).unwrap();
-        alloc::tests::after_the_switch(blocks);
     }
 
     #[test]

@@ -8,15 +8,7 @@ use xprof_capture::HostFile;
 use xprof_opstats::OpStats;
 use xprof_opstats::load::LoadError;
 
-/// The capture session a call names (`xprof_plugin_support::session`), with this plugin's
-/// allocator policy for a one-shot CLI call (`crate::keep_freed_memory`).
-pub fn session(call: &mut Call) -> Result<Session, ToolError> {
-    let s = xprof_plugin_support::session(call)?;
-    if xprof_plugin_support::is_cli_call(call) {
-        crate::keep_freed_memory();
-    }
-    Ok(s)
-}
+pub use xprof_plugin_support::session;
 
 /// A library load error as a tool error (kind and hint from the library).
 pub fn load_error(e: LoadError) -> ToolError {

@@ -7,12 +7,8 @@ mod tools;
 
 xprof_plugin_api::export_plugin!(name: "hlo", capabilities: ["hlo"]);
 
-// The core plugin's allocator policy (`capture_plugin_allocator!`). Here it is for the memory a
-// decoded module takes: prost's structs hold a module at ~40 times its encoded size (a 310 KB
-// `jit_train_step` proto of the 56 MB JAX capture becomes ~13 MB), which glibc handed out as
-// fresh 4 KB pages (3.25 k page faults for one `get_hlo_module_content`). With huge pages: 0.5 k
-// faults, 15.2 → 9.4 ms and 20.0 → 12.8 ms in two interleaved runs, peak RSS 18.5 → 32 MB; the
-// seed's small module is unchanged. Without huge pages mimalloc is slower than glibc here.
+// The capture plugins' allocator (`capture_plugin_allocator!`): prost's structs hold a decoded
+// module at ~40 times its encoded size, in many small blocks.
 xprof_plugin_support::capture_plugin_allocator!();
 
 #[cfg(test)]

@@ -1,3 +1,0 @@
-fn main() {
-    xprof_link::for_cold_start();
-}
