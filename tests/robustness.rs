@@ -543,3 +543,57 @@ fn an_hlo_proto_over_1_gib_is_a_json_error_not_an_abort() {
         "{e}"
     );
 }
+
+/// Case 3: a capture that is a symlink to a file whose size reads as 0 but streams data
+/// (`/proc/self/pagemap`) was read without bound (GBs in seconds). Reads stop at the size the
+/// file had when opened: here nothing, so an empty capture.
+#[test]
+fn a_capture_symlinked_to_a_streaming_proc_file_is_read_to_its_size_not_without_bound() {
+    let sb = Sandbox::new();
+    let run = sb.path().join("logdir/plugins/profile/proc");
+    std::fs::create_dir_all(&run).unwrap();
+    std::os::unix::fs::symlink("/proc/self/pagemap", run.join("host0.xplane.pb")).unwrap();
+    for tool in ["list_xplane_events", "aggregate_xplane_events"] {
+        let r: Run = sb
+            .cmd()
+            .args(["--no_cache", tool, "--path"])
+            .arg(&run)
+            .output()
+            .unwrap()
+            .into();
+        assert_eq!(r.code, 0, "{tool}: {}", r.stderr);
+        let v = r.json();
+        assert_eq!(v["total_matched"], 0, "{tool}: {v}");
+    }
+}
+
+/// Case 3: a FIFO where a capture file is expected would block the reader forever (and
+/// `/dev/zero` would never end): only regular files are read.
+#[test]
+fn a_fifo_named_like_a_capture_is_refused_without_blocking() {
+    let sb = Sandbox::new();
+    let run = sb.path().join("logdir/plugins/profile/fifo");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::copy(
+        xprof_tests::fixtures().join("jax-cpu/logdir/plugins/profile/matmul/host0.xplane.pb"),
+        run.join("host0.xplane.pb"),
+    )
+    .unwrap();
+    let fifo = run.join("jit_x(1).hlo_proto.pb");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a path string that lives across the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let r: Run = sb
+        .cmd()
+        .args(["--no_cache", "list_hlo_modules", "--path"])
+        .arg(&run)
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let names = r.json()["modules"].to_string();
+    assert!(
+        !names.contains("jit_x"),
+        "the FIFO is not a module: {names}"
+    );
+}

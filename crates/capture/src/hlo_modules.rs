@@ -85,7 +85,7 @@ impl HloModuleRef {
     /// The serialized `xla.HloProto`.
     pub fn bytes(&self) -> Result<Vec<u8>, CaptureError> {
         match &self.source {
-            HloSource::File(p) => std::fs::read(p).map_err(|e| CaptureError::io(p, e)),
+            HloSource::File(p) => xprof_xspace::file::read(p).map_err(|e| CaptureError::io(p, e)),
             HloSource::Embedded { xspace, .. } => {
                 Ok(self.embedded_bytes(&open_metadata(xspace)?)?.to_vec())
             }

@@ -524,7 +524,7 @@ impl DumpDir {
 
 /// Read a text file as UTF-8, replacing invalid bytes.
 pub fn read_text(path: &Path) -> Result<String, HloError> {
-    let bytes = std::fs::read(path).map_err(|e| HloError::Io {
+    let bytes = xprof_xspace::file::read(path).map_err(|e| HloError::Io {
         path: path.to_path_buf(),
         source: e,
     })?;
@@ -544,7 +544,7 @@ pub fn read_stage_text(path: &Path) -> Result<String, HloError> {
     if !is_proto {
         return read_text(path);
     }
-    let bytes = std::fs::read(path).map_err(|e| HloError::Io {
+    let bytes = xprof_xspace::file::read(path).map_err(|e| HloError::Io {
         path: path.to_path_buf(),
         source: e,
     })?;

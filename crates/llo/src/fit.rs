@@ -53,7 +53,7 @@ pub fn load_track_record(path: Option<PathBuf>) -> (Value, String) {
     let Some(path) = path else {
         return (bundled(), BUNDLED.to_string());
     };
-    let read = std::fs::read_to_string(&path)
+    let read = xprof_xspace::file::read_text(&path)
         .map_err(|e| e.to_string())
         .and_then(|t| serde_json::from_str::<Value>(&t).map_err(|e| e.to_string()));
     match read {

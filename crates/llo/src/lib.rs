@@ -109,7 +109,7 @@ pub fn dump_file_names(dir: &Path) -> Result<Vec<String>> {
 
 /// Read a whole file as text, replacing invalid UTF-8 (the seed's `errors="replace"`).
 pub fn read_text(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).map_err(|e| LloError::io(path, e))?;
+    let bytes = xprof_xspace::file::read(path).map_err(|e| LloError::io(path, e))?;
     Ok(match String::from_utf8(bytes) {
         Ok(s) => s,
         Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
@@ -119,7 +119,7 @@ pub fn read_text(path: &Path) -> Result<String> {
 /// The first `limit` bytes of a file as text.
 pub fn read_head(path: &Path, limit: usize) -> Result<String> {
     use std::io::Read;
-    let f = std::fs::File::open(path).map_err(|e| LloError::io(path, e))?;
+    let (f, _) = xprof_xspace::file::open_regular(path).map_err(|e| LloError::io(path, e))?;
     let mut buf = Vec::with_capacity(limit.min(1 << 20));
     f.take(limit as u64)
         .read_to_end(&mut buf)

@@ -45,7 +45,7 @@ impl LoadError {
 /// Decode one `.xplane.pb`.
 pub fn read_xspace(path: &Path) -> Result<xprof_proto::xplane::XSpace, LoadError> {
     use prost::Message;
-    let bytes = std::fs::read(path).map_err(|source| LoadError::Io {
+    let bytes = xprof_xspace::file::read(path).map_err(|source| LoadError::Io {
         path: path.to_path_buf(),
         source,
     })?;
@@ -81,7 +81,7 @@ pub fn read_hlo_files_except(
             if skip.contains(&pid) {
                 return None;
             }
-            let r = std::fs::read(f)
+            let r = xprof_xspace::file::read(f)
                 .map_err(|e| e.to_string())
                 .and_then(|b| xprof_proto::decode_hlo_module(&b).map_err(|e| e.to_string()))
                 .map_err(|e| format!("skipped {}: {e}", f.display()));

@@ -232,7 +232,7 @@ pub fn file_hlo(files: &[PathBuf]) -> Vec<(Option<u64>, HloModuleProto)> {
         .iter()
         .filter_map(|f| {
             let pid = xprof_opstats::load::program_id_from_file_name(f);
-            let b = std::fs::read(f).ok()?;
+            let b = xprof_xspace::file::read(f).ok()?;
             Some((pid, xprof_proto::decode_hlo_module(&b).ok()??))
         })
         .collect()

@@ -279,8 +279,25 @@ pub async fn call(
             content_type: content_type.unwrap_or_else(|| "application/json".into()),
             inputs,
         }),
-        _ => Err(crashed(tool, status, &err).into()),
+        _ => Err(reported_error(&err)
+            .unwrap_or_else(|| crashed(tool, status, &err))
+            .into()),
     }
+}
+
+/// The error a worker that could not answer still reported: the last stderr line when it is
+/// the CLI's one-object JSON error (a library that must end the process at once, such as the
+/// reader's `SIGBUS` handler for a file truncated under it, prints that and exits 4).
+fn reported_error(stderr: &[u8]) -> Option<ToolError> {
+    let text = String::from_utf8_lossy(stderr);
+    let last = text.lines().rev().find(|l| !l.trim().is_empty())?;
+    let v: Value = serde_json::from_str(last).ok()?;
+    let e = v.get("error")?;
+    Some(ToolError {
+        kind: ErrorKind::parse(e.get("kind")?.as_str()?),
+        message: e.get("message")?.as_str()?.to_string(),
+        hint: e.get("hint").and_then(|h| h.as_str()).map(String::from),
+    })
 }
 
 /// Read `r` to its end, keeping at most the last `keep` bytes.
@@ -389,6 +406,20 @@ fn signal_name(sig: i32) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_worker_that_died_after_printing_a_json_error_reports_that_error() {
+        let stderr = b"xprof: progress\n{\"error\":{\"kind\":\"invalid_value\",\"message\":\"/c/host0.xplane.pb: the file changed while being read\",\"hint\":\"wait\"},\"tool\":null}\n";
+        let e = reported_error(stderr).unwrap();
+        assert_eq!(e.kind, ErrorKind::InvalidValue);
+        assert!(
+            e.message
+                .starts_with("/c/host0.xplane.pb: the file changed")
+        );
+        assert_eq!(e.hint.as_deref(), Some("wait"));
+        assert!(reported_error(b"thread 'main' panicked\n").is_none());
+        assert!(reported_error(b"").is_none());
+    }
 
     #[test]
     fn rss_is_the_anonymous_part() {

@@ -82,7 +82,7 @@ impl Tool for GetXspaceProto {
             let bytes = if as_text {
                 render()?.into_bytes()
             } else {
-                std::fs::read(&s.hosts[idx].path).map_err(|e| {
+                xprof_xspace::file::read(&s.hosts[idx].path).map_err(|e| {
                     ToolError::path(format!("cannot read {}: {e}", s.hosts[idx].path.display()))
                 })?
             };

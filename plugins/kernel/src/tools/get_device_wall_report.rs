@@ -67,7 +67,7 @@ impl Tool for GetDeviceWallReport {
             None => None,
             Some(m) => {
                 let p = expand_tilde(&m);
-                let text = std::fs::read_to_string(&p).map_err(|e| {
+                let text = xprof_xspace::file::read_text(&p).map_err(|e| {
                     ToolError::path(format!("cannot read measure_json {}: {e}", p.display()))
                         .with_hint("pass --measure_json with an existing JSON file")
                 })?;

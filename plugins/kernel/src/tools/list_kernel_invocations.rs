@@ -77,7 +77,7 @@ impl Tool for ListKernelInvocations {
                         .file_name()
                         .map(|n| n.to_string_lossy().into_owned())
                         .unwrap_or_default();
-                    let calls = std::fs::read(p)
+                    let calls = xprof_xspace::file::read(p)
                         .map_err(|e| e.to_string())
                         .and_then(|b| xprof_llo::trace::hlo_custom_calls(&b));
                     (name, calls)
