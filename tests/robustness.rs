@@ -597,3 +597,28 @@ fn a_fifo_named_like_a_capture_is_refused_without_blocking() {
         "the FIFO is not a module: {names}"
     );
 }
+
+/// Case 10: `get_hlo_dump` on a stage file with one 80 MB line used 941 MB and left a 480 MB
+/// spill file per call: `--max_lines` does not bound a line. `--max_bytes` (default 1 MB) does.
+#[test]
+fn get_hlo_dump_of_a_stage_file_with_one_huge_line_is_bounded_by_max_bytes() {
+    let sb = Sandbox::new();
+    let dump = copy_dir(&sb, &xprof_tests::fixtures().join("jax-cpu/hlo_dump"), "dump");
+    let stage = dump.join("module_0002.jit_train_step.cpu_after_optimizations.txt");
+    let mut text = std::fs::read_to_string(&stage).unwrap();
+    text.push_str(&format!("  c = f32[] constant({})\n", "7".repeat(20 << 20)));
+    std::fs::write(&stage, text).unwrap();
+    let r: Run = sb
+        .cmd()
+        .args(["--no_cache", "get_hlo_dump", "--dump_dir"])
+        .arg(&dump)
+        .args(["--module_pattern", "train_step"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.len() < 2_000_000, "{} bytes", r.stdout.len());
+    let v = r.json();
+    assert_eq!(v["truncated"], true, "{}", &r.stdout[..300]);
+    assert!(v["text"].as_str().unwrap().ends_with("Use max_bytes=-1 to see all)"));
+}

@@ -16,10 +16,15 @@
 //! - A result is not stored when any input changed within [`RACY_MARGIN`] of the call's start
 //!   (the "racy git" problem): the tool may have read the old bytes while the manifest records
 //!   the new ones. The next call recomputes and stores.
-//! - Results that the CLI later spills to a file (`written_to_file`) are cached in full; the
-//!   spill happens at render time, after the cache.
+//! - Results up to [`MAX_CACHED_RESULT_BYTES`] that the CLI later spills to a file
+//!   (`written_to_file`) are cached in full (the spill happens at render time, after the cache);
+//!   larger ones are not cached at all, so the cache cannot grow by hundreds of MB per call.
 //! - Any failure of the cache itself (unwritable directory, corrupt file, locked database) warns
 //!   once per process on stderr and the call runs uncached; a corrupt file is deleted and rebuilt.
+
+/// Results larger than this (compact JSON) are not stored: recomputing them costs less than
+/// keeping them, and the CLI writes them to a file anyway (the 10 MB spill).
+pub const MAX_CACHED_RESULT_BYTES: usize = 64 << 20;
 
 mod db;
 mod fast;
@@ -192,6 +197,10 @@ pub fn cached_call(
     }
     let started = SystemTime::now();
     let env = run()?;
+    if env.result.compact().len() > MAX_CACHED_RESULT_BYTES {
+        trace(name, "not_stored", Some("the result is larger than the cache keeps"));
+        return Ok(env);
+    }
     match manifest(&env.inputs, started) {
         Some(m) => match db.guard("store", |db| db.store(&key, &material, &env, &m)) {
             Some(()) => trace(name, "stored", None),
