@@ -121,6 +121,18 @@ fn assert_path_error_naming(r: &Run, file: &std::path::Path) {
     );
 }
 
+/// `r` failed with exit 4, an `invalid_value` error whose message contains `needle`; the error.
+fn assert_invalid_value_saying(r: &Run, needle: &str) -> serde_json::Value {
+    assert_eq!(r.code, 4, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    let e = r.error();
+    assert_eq!(e["error"]["kind"], "invalid_value", "{e}");
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains(needle),
+        "the message says {needle}: {e}"
+    );
+    e
+}
+
 #[test]
 fn unreadable_hlo_dump_file_is_a_path_error_not_no_data() {
     let Some(corpus) = xprof_tests::corpus() else {
@@ -300,16 +312,7 @@ fn sql_recursive_cte_that_never_ends_stops_at_the_time_limit() {
         "--timeout_s",
         "1",
     ]);
-    assert_eq!(r.code, 4, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
-    let e = r.error();
-    assert_eq!(e["error"]["kind"], "invalid_value", "{e}");
-    assert!(
-        e["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("time limit"),
-        "{e}"
-    );
+    let e = assert_invalid_value_saying(&r, "time limit");
     assert!(
         e["error"]["hint"].as_str().unwrap().contains("--timeout_s"),
         "{e}"
@@ -334,15 +337,7 @@ fn sql_rows_past_max_rows_are_exit_4_naming_the_limit() {
         "--max_rows",
         "100",
     ]);
-    assert_eq!(r.code, 4, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
-    let e = r.error();
-    assert!(
-        e["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("more than 100 rows"),
-        "{e}"
-    );
+    let e = assert_invalid_value_saying(&r, "more than 100 rows");
     assert!(
         e["error"]["hint"].as_str().unwrap().contains("--max_rows"),
         "{e}"
@@ -502,16 +497,22 @@ fn mcp_cancelled_call_stops_its_worker() {
     assert!(stderr.contains("cancelled by the client"), "{stderr}");
 }
 
-/// A run directory with the seed's XSpace beside an `.hlo_proto.pb` of `len` bytes that are
-/// all zeros (a sparse file: no disk is used).
-fn run_with_a_zero_hlo_proto(sb: &Sandbox, len: u64) -> std::path::PathBuf {
-    let run = sb.path().join("logdir/plugins/profile/big");
+/// `<sandbox>/logdir/plugins/profile/<name>` holding a copy of the jax-cpu matmul XSpace.
+fn run_dir_with_the_matmul_capture(sb: &Sandbox, name: &str) -> std::path::PathBuf {
+    let run = sb.path().join("logdir/plugins/profile").join(name);
     std::fs::create_dir_all(&run).unwrap();
     std::fs::copy(
         xprof_tests::fixtures().join("jax-cpu/logdir/plugins/profile/matmul/host0.xplane.pb"),
         run.join("host0.xplane.pb"),
     )
     .unwrap();
+    run
+}
+
+/// A run directory with the matmul XSpace beside an `.hlo_proto.pb` of `len` bytes that are
+/// all zeros (a sparse file: no disk is used).
+fn run_with_a_zero_hlo_proto(sb: &Sandbox, len: u64) -> std::path::PathBuf {
+    let run = run_dir_with_the_matmul_capture(sb, "big");
     let f = std::fs::File::create(run.join("jit_big(1).hlo_proto.pb")).unwrap();
     f.set_len(len).unwrap();
     run
@@ -532,16 +533,7 @@ fn an_hlo_proto_over_1_gib_is_a_json_error_not_an_abort() {
         .output()
         .unwrap()
         .into();
-    assert_eq!(r.code, 4, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
-    let e = r.error();
-    assert_eq!(e["error"]["kind"], "invalid_value", "{e}");
-    assert!(
-        e["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("jit_big(1).hlo_proto.pb"),
-        "{e}"
-    );
+    assert_invalid_value_saying(&r, "jit_big(1).hlo_proto.pb");
 }
 
 /// Case 3: a capture that is a symlink to a file whose size reads as 0 but streams data
@@ -572,13 +564,7 @@ fn a_capture_symlinked_to_a_streaming_proc_file_is_read_to_its_size_not_without_
 #[test]
 fn a_fifo_named_like_a_capture_is_refused_without_blocking() {
     let sb = Sandbox::new();
-    let run = sb.path().join("logdir/plugins/profile/fifo");
-    std::fs::create_dir_all(&run).unwrap();
-    std::fs::copy(
-        xprof_tests::fixtures().join("jax-cpu/logdir/plugins/profile/matmul/host0.xplane.pb"),
-        run.join("host0.xplane.pb"),
-    )
-    .unwrap();
+    let run = run_dir_with_the_matmul_capture(&sb, "fifo");
     let fifo = run.join("jit_x(1).hlo_proto.pb");
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     // SAFETY: a path string that lives across the call.
@@ -603,7 +589,11 @@ fn a_fifo_named_like_a_capture_is_refused_without_blocking() {
 #[test]
 fn get_hlo_dump_of_a_stage_file_with_one_huge_line_is_bounded_by_max_bytes() {
     let sb = Sandbox::new();
-    let dump = copy_dir(&sb, &xprof_tests::fixtures().join("jax-cpu/hlo_dump"), "dump");
+    let dump = copy_dir(
+        &sb,
+        &xprof_tests::fixtures().join("jax-cpu/hlo_dump"),
+        "dump",
+    );
     let stage = dump.join("module_0002.jit_train_step.cpu_after_optimizations.txt");
     let mut text = std::fs::read_to_string(&stage).unwrap();
     text.push_str(&format!("  c = f32[] constant({})\n", "7".repeat(20 << 20)));
@@ -620,5 +610,10 @@ fn get_hlo_dump_of_a_stage_file_with_one_huge_line_is_bounded_by_max_bytes() {
     assert!(r.stdout.len() < 2_000_000, "{} bytes", r.stdout.len());
     let v = r.json();
     assert_eq!(v["truncated"], true, "{}", &r.stdout[..300]);
-    assert!(v["text"].as_str().unwrap().ends_with("Use max_bytes=-1 to see all)"));
+    assert!(
+        v["text"]
+            .as_str()
+            .unwrap()
+            .ends_with("Use max_bytes=-1 to see all)")
+    );
 }

@@ -198,7 +198,11 @@ pub fn cached_call(
     let started = SystemTime::now();
     let env = run()?;
     if env.result.compact().len() > MAX_CACHED_RESULT_BYTES {
-        trace(name, "not_stored", Some("the result is larger than the cache keeps"));
+        trace(
+            name,
+            "not_stored",
+            Some("the result is larger than the cache keeps"),
+        );
         return Ok(env);
     }
     match manifest(&env.inputs, started) {

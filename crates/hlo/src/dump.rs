@@ -524,13 +524,9 @@ impl DumpDir {
 
 /// Read a text file as UTF-8, replacing invalid bytes.
 pub fn read_text(path: &Path) -> Result<String, HloError> {
-    let bytes = xprof_xspace::file::read(path).map_err(|e| HloError::Io {
+    xprof_xspace::file::read_text(path).map_err(|e| HloError::Io {
         path: path.to_path_buf(),
         source: e,
-    })?;
-    Ok(match String::from_utf8(bytes) {
-        Ok(s) => s,
-        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
     })
 }
 
