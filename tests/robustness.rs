@@ -3,6 +3,7 @@
 
 use std::process::Stdio;
 
+use xprof_tests::mcp::Mcp;
 use xprof_tests::{Run, Sandbox};
 
 /// Run `xprof ARGS` with its stdout a pipe whose reader is already closed, so every write
@@ -347,110 +348,6 @@ fn sql_rows_past_max_rows_are_exit_4_naming_the_limit() {
 // ---------------------------------------------------------------------------------------------
 // MCP worker isolation: a raw JSON-RPC session over stdio.
 
-struct Mcp {
-    child: std::process::Child,
-    stdin: Option<std::process::ChildStdin>,
-    stdout: std::io::BufReader<std::process::ChildStdout>,
-}
-
-impl Mcp {
-    fn start(sb: &Sandbox, extra: &[&str], env: &[(&str, &str)]) -> Mcp {
-        Mcp::start_in(sb, &xprof_tests::fixtures(), extra, env)
-    }
-
-    /// A session whose only root is `root`.
-    fn start_in(
-        sb: &Sandbox,
-        root: &std::path::Path,
-        extra: &[&str],
-        env: &[(&str, &str)],
-    ) -> Mcp {
-        let mut c = sb.cmd();
-        c.args(["--no_cache", "mcp", "--root"])
-            .arg(root)
-            .args(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (k, v) in env {
-            c.env(k, v);
-        }
-        let mut child = c.spawn().expect("starting xprof mcp");
-        let stdin = child.stdin.take();
-        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-        let mut m = Mcp {
-            child,
-            stdin,
-            stdout,
-        };
-        m.send(
-            serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "robustness", "version": "0"}}}),
-        );
-        m.reply(0);
-        m.send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        m
-    }
-
-    fn send(&mut self, v: serde_json::Value) {
-        use std::io::Write;
-        let w = self.stdin.as_mut().unwrap();
-        writeln!(w, "{v}").unwrap();
-        w.flush().unwrap();
-    }
-
-    /// Send bytes as one line, whatever they are.
-    fn send_raw(&mut self, bytes: &[u8]) {
-        use std::io::Write;
-        let w = self.stdin.as_mut().unwrap();
-        w.write_all(bytes).unwrap();
-        w.write_all(b"\n").unwrap();
-        w.flush().unwrap();
-    }
-
-    /// The next message the server sends.
-    fn next_message(&mut self) -> serde_json::Value {
-        use std::io::BufRead;
-        let mut line = String::new();
-        let n = self.stdout.read_line(&mut line).unwrap();
-        assert!(n > 0, "the server ended");
-        serde_json::from_str(&line).unwrap()
-    }
-
-    /// The reply to request `id` (other lines are skipped).
-    fn reply(&mut self, id: u64) -> serde_json::Value {
-        use std::io::BufRead;
-        loop {
-            let mut line = String::new();
-            let n = self.stdout.read_line(&mut line).unwrap();
-            assert!(n > 0, "the server ended before answering request {id}");
-            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-            if v["id"] == id {
-                return v;
-            }
-        }
-    }
-
-    fn call(&mut self, id: u64, tool: &str, args: serde_json::Value) -> serde_json::Value {
-        self.send(
-            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": tool, "arguments": args}}),
-        );
-        let reply = self.reply(id);
-        assert!(reply["result"].is_object(), "{tool}: {reply}");
-        reply["result"].clone()
-    }
-
-    /// End the session (end of input) and return the server's stderr.
-    fn finish(mut self) -> String {
-        drop(self.stdin.take());
-        let out = self.child.wait_with_output().unwrap();
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    }
-}
-
 /// A call that never ends on its own (SQL with a time limit far beyond the test's).
 fn endless_sql() -> serde_json::Value {
     serde_json::json!({
@@ -630,7 +527,8 @@ fn get_hlo_dump_of_a_stage_file_with_one_huge_line_is_bounded_by_max_bytes() {
     std::fs::write(&stage, text).unwrap();
     let r: Run = sb
         .cmd()
-        .args(["--no_cache", "get_hlo_dump", "--dump_dir"])
+        // --full: the 16 KB output budget would cut the text first; this is max_bytes' bound.
+        .args(["--no_cache", "--full", "get_hlo_dump", "--dump_dir"])
         .arg(&dump)
         .args(["--module_pattern", "train_step"])
         .output()
@@ -702,8 +600,11 @@ fn hostile_calls(sb: &Sandbox, seed: &std::path::Path) -> (std::path::PathBuf, V
     std::fs::write(outside.join("garbage.xplane.pb"), [0xffu8; 64]).unwrap();
     let linked = profile.join("linked");
     std::fs::create_dir_all(&linked).unwrap();
-    std::os::unix::fs::symlink(outside.join("garbage.xplane.pb"), linked.join("host0.xplane.pb"))
-        .unwrap();
+    std::os::unix::fs::symlink(
+        outside.join("garbage.xplane.pb"),
+        linked.join("host0.xplane.pb"),
+    )
+    .unwrap();
     let matmul = run_dir_with_the_matmul_capture(sb, "matmul");
     let calls = vec![
         Hostile {
@@ -790,7 +691,10 @@ fn malformed_messages() -> Vec<(Vec<u8>, u16)> {
     vec![
         (b"garbage".to_vec(), 400),
         (b"\xff\xfe{}".to_vec(), 400),
-        (br#"{"jsonrpc": "2.0", "id": 1e400, "method": "ping"}"#.to_vec(), 400),
+        (
+            br#"{"jsonrpc": "2.0", "id": 1e400, "method": "ping"}"#.to_vec(),
+            400,
+        ),
         ([b"[".repeat(100_000), b"]".repeat(100_000)].concat(), 400),
         (huge, 413),
     ]

@@ -22,6 +22,8 @@ pub struct GlobalOpts {
     pub no_cache: bool,
     pub bypass_cache: bool,
     pub cache_ttl: Option<String>,
+    /// `--full`: no output budget (module `budget`).
+    pub full: bool,
 }
 
 /// Output formats for people; JSON is the default.
@@ -106,6 +108,7 @@ pub fn extract_globals(args: Vec<String>) -> Result<(GlobalOpts, Vec<String>), C
             "no_cache" => g.no_cache = parse_bool_flag(&a, inline.as_deref())?,
             "bypass_cache" => g.bypass_cache = parse_bool_flag(&a, inline.as_deref())?,
             "cache_ttl" => g.cache_ttl = Some(value("cache_ttl")?),
+            "full" => g.full = parse_bool_flag(&a, inline.as_deref())?,
             _ => rest.push(a),
         }
     }
@@ -168,8 +171,8 @@ pub fn tool_command(tool: &ToolEntry) -> Command {
         after.push('\n');
     }
     after.push_str(
-        "\nHost flags: --format json|text|table, --plugin-dir DIR, --no-default-plugin-dirs, \
-         --no_cache, --bypass_cache, --cache_ttl SECS, --verbose",
+        "\nHost flags: --full (no 16 KB output budget), --format json|text|table, --plugin-dir DIR, \
+         --no-default-plugin-dirs, --no_cache, --bypass_cache, --cache_ttl SECS, --verbose",
     );
     let mut cmd = Command::new(tool.name.clone())
         .bin_name(format!("xprof {}", tool.name))

@@ -2,6 +2,7 @@
 //! serves that registry as a command line (and, in `mcp`, as an MCP server). The host never
 //! names a tool; everything it knows about tools comes from the plugins' descriptors.
 
+pub mod budget;
 pub mod cache;
 pub mod cli;
 pub mod index;
@@ -278,6 +279,7 @@ fn run_tool(reg: &Registry, name: &str, argv: &[String], g: &GlobalOpts) -> i32 
             &env.result,
             &env.content_type,
             g.format.as_deref().unwrap_or("json"),
+            budget::Budget::for_call(tool, &args, g.full).as_ref(),
         ) {
             Ok(s) => {
                 out(&s);

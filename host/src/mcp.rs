@@ -29,6 +29,8 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
 use xprof_plugin_api::ToolError;
 
+use crate::budget::Form;
+
 use crate::VERSION;
 use crate::cli::GlobalOpts;
 use crate::output::error_json;
@@ -306,11 +308,24 @@ pub fn client_schema(v: &Value) -> Value {
     }
 }
 
+/// The argument every tool takes over MCP that turns the output budget off.
+pub const FULL_ARG: &str = "full";
+const FULL_DESCRIPTION: &str = "Return the whole result. By default a result over 16 KB keeps its \
+    first (most important) rows and says `truncated: true`; size arguments such as `limit` also \
+    return what they ask for.";
+
 pub fn mcp_tool(t: &ToolEntry) -> Tool {
-    let schema = match client_schema(&t.params) {
+    let mut schema = match client_schema(&t.params) {
         Value::Object(m) => m,
         _ => JsonObject::new(),
     };
+    // The host's own argument on every tool (module `budget`).
+    if let Some(Value::Object(props)) = schema.get_mut("properties") {
+        props.insert(
+            FULL_ARG.into(),
+            json!({"type": "boolean", "description": FULL_DESCRIPTION}),
+        );
+    }
     Tool::new(t.name.clone(), description(t), Arc::new(schema))
 }
 
@@ -594,7 +609,20 @@ impl ServerHandler for XprofMcp {
         };
         // Bad arguments are the model's to fix: a tool result with `isError` (which it sees),
         // not a protocol error (which clients tend to swallow).
-        let args = match validate(t, &req.arguments.unwrap_or_default()) {
+        let mut raw_args = req.arguments.unwrap_or_default();
+        let full = match raw_args.remove(FULL_ARG) {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => b,
+            Some(other) => {
+                let e = ToolError::usage(format!(
+                    "{}: argument `{FULL_ARG}` must be boolean, got {other}",
+                    t.name
+                ))
+                .with_hint("pass \"full\": true for the whole result");
+                return Ok(Self::error_result(&t.name, &e));
+            }
+        };
+        let args = match validate(t, &raw_args) {
             Ok(a) => a,
             Err(m) => {
                 let hint = format!(
@@ -624,16 +652,27 @@ impl ServerHandler for XprofMcp {
                 if let Err(e) = self.check_inputs(&env.inputs, &ctx).await {
                     return Ok(Self::error_result(&t.name, &e));
                 }
-                // Over 10 MB the result goes to a file, as on the CLI: no client or model wants
-                // that much inline, and the envelope says where it is.
-                let big = env.result.compact().len() > crate::output::SPILL_BYTES;
-                let result = if big {
-                    match crate::output::render(&t.name, &env.result, &env.content_type, "json")
-                        .and_then(|s| {
-                            serde_json::from_str::<Value>(&s).map_err(|e| {
-                                ToolError::internal(format!("re-reading the spill envelope: {e}"))
-                            })
-                        }) {
+                // Cut to the output budget (module `budget`); with the budget off, over 10 MB
+                // the result goes to a file, as on the CLI: no client or model wants that much
+                // inline, and the envelope says where it is.
+                let budget = crate::budget::Budget::for_call(t, &args, full);
+                let fitted = budget.and_then(|b| b.fit_result(&env.result, Form::Compact));
+                let result = if let Some(fitted) = fitted {
+                    fitted.into_value()
+                } else if env.result.compact().len() > crate::output::SPILL_BYTES {
+                    let spilled = crate::output::render(
+                        &t.name,
+                        &env.result,
+                        &env.content_type,
+                        "json",
+                        None,
+                    )
+                    .and_then(|s| {
+                        serde_json::from_str::<Value>(&s).map_err(|e| {
+                            ToolError::internal(format!("re-reading the spill envelope: {e}"))
+                        })
+                    });
+                    match spilled {
                         Ok(v) => v,
                         Err(e) => return Ok(Self::error_result(&t.name, &e)),
                     }

@@ -65,7 +65,10 @@ pub fn render(
     result: &ResultJson,
     content_type: &str,
     format: &str,
+    budget: Option<&crate::budget::Budget>,
 ) -> Result<String, ToolError> {
+    let fitted = budget.and_then(|b| b.fit_result(result, crate::budget::Form::Pretty));
+    let result = fitted.as_ref().unwrap_or(result);
     match format {
         "text" => Ok(render_text(result)),
         "table" => Ok(render_table(result)),
@@ -259,6 +262,7 @@ mod tests {
             &json!({"blob": big}).into(),
             "application/json",
             "json",
+            None,
         )
         .unwrap();
         let env: Value = serde_json::from_str(&out).unwrap();

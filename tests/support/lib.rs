@@ -11,6 +11,8 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
+pub mod mcp;
+
 pub struct Built {
     /// The `xprof` executable (its own directory also holds the plugins, as after `cargo build`).
     pub xprof: PathBuf,

@@ -206,7 +206,13 @@ pub fn fast_path(g: &GlobalOpts, rest: &[String], disc: &crate::registry::Discov
     }
     let format = g.format.as_deref().unwrap_or("json");
     Fast::Hit(
-        match crate::output::render(&tool.name, &env.result, &env.content_type, format) {
+        match crate::output::render(
+            &tool.name,
+            &env.result,
+            &env.content_type,
+            format,
+            crate::budget::Budget::for_call(&tool, &args, g.full).as_ref(),
+        ) {
             Ok(s) => {
                 crate::out(&s);
                 0
