@@ -179,7 +179,9 @@ fn write_stat(out: &mut impl Write, s: &Stat<'_>) -> io::Result<()> {
         StatValue::Int(i) => write!(out, "\"{i}\""),
         StatValue::Uint(u) if u <= EXACT => write!(out, "{u}"),
         StatValue::Uint(u) => write!(out, "\"{u}\""),
-        StatValue::Double(d) if d.is_finite() => serde_json::to_writer(out, &d).map_err(io::Error::from),
+        StatValue::Double(d) if d.is_finite() => {
+            serde_json::to_writer(out, &d).map_err(io::Error::from)
+        }
         StatValue::Double(d) => write!(out, "\"{d}\""),
         StatValue::Str(_) | StatValue::Ref(_) => json_str(out, s.str().unwrap_or("")),
         StatValue::Bytes(b) => write!(out, "\"<{} bytes>\"", b.len()),
@@ -401,5 +403,193 @@ impl<W: Write> TraceWriter<W> {
         self.out.write_all(b"]}\n")?;
         self.out.flush()?;
         Ok((self.out, self.summary))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+    use xprof_testkit::XSpaceBuilder;
+
+    fn export(b: &XSpaceBuilder, filter: &Filter) -> (Value, Summary) {
+        let space = XSpace::from_bytes(b.to_bytes()).unwrap();
+        let mut w = TraceWriter::new(Vec::new()).unwrap();
+        w.add_host(&space, None, 0, filter).unwrap();
+        let (bytes, summary) = w.finish().unwrap();
+        (serde_json::from_slice(&bytes).unwrap(), summary)
+    }
+
+    fn events<'a>(v: &'a Value, ph: &str) -> Vec<&'a Value> {
+        v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == ph)
+            .collect()
+    }
+
+    fn gpu_capture() -> XSpaceBuilder {
+        XSpaceBuilder::new()
+            .plane("/host:CPU", |p| {
+                p.line_with_id(77, "python", |l| {
+                    l.timestamp_ns(1_000)
+                        .event("train", 0, 5_000_000)
+                        .stat("step_name", "step 3")
+                        .event("launch", 2_500, 0)
+                        .stat("flow", (42u64 << 2) | 2)
+                        .stat("run_id", u64::MAX)
+                })
+            })
+            .plane("/device:GPU:0", |p| {
+                p.id(3)
+                    .line("Stream #1", |l| {
+                        l.event("fusion.1", 1_000_000, 250)
+                            .display_name("fusion.1")
+                            .metadata_stat("flops", 10.5)
+                            .stat("flow", (42u64 << 2) | 1)
+                    })
+                    .line_with_id(i64::MAX, "_counters_", |l| {
+                        l.event("HBM bytes", 2_000_000, 0)
+                            .stat("counter_value", 7u64)
+                    })
+            })
+            .plane("/host:metadata", |p| p)
+    }
+
+    #[test]
+    fn planes_are_processes_and_lines_threads_with_jaxs_ids() {
+        let (v, s) = export(&gpu_capture(), &Filter::default());
+        let meta = events(&v, "M");
+        let names: Vec<(u64, &str)> = meta
+            .iter()
+            .filter(|m| m["name"] == "process_name")
+            .map(|m| {
+                (
+                    m["pid"].as_u64().unwrap(),
+                    m["args"]["name"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        // The host plane is 701, a device plane 1 + its id; an empty plane is no process.
+        assert_eq!(names, vec![(701, "/host:CPU"), (4, "/device:GPU:0")]);
+        let thread = meta
+            .iter()
+            .find(|m| m["name"] == "thread_name" && m["args"]["name"] == "python")
+            .unwrap();
+        assert_eq!(thread["tid"], 77);
+        // `_counters_` (id i64::MAX) keeps its 32-bit tid.
+        assert!(meta.iter().any(|m| m["tid"] == u32::MAX as u64));
+        assert_eq!((s.processes, s.threads), (2, 3));
+    }
+
+    #[test]
+    fn events_are_complete_events_in_microseconds_with_stats_as_args() {
+        let (v, s) = export(&gpu_capture(), &Filter::default());
+        let x = events(&v, "X");
+        assert_eq!(s.events, 3);
+        assert_eq!(x.len(), 3);
+        let train = x.iter().find(|e| e["tid"] == 77 && e["dur"] == 5).unwrap();
+        // The step_name stat names the event, as in JAX's file; ts = 1000 ns = 1 µs.
+        assert_eq!(train["name"], "step 3");
+        assert_eq!(train["ts"], 1);
+        let launch = x.iter().find(|e| e["name"] == "launch").unwrap();
+        // 1 µs + 2500 ps; a zero duration is written as 1 ps.
+        assert_eq!(launch["ts"].as_f64().unwrap(), 1.0025);
+        assert_eq!(launch["dur"].as_f64().unwrap(), 0.000001);
+        // A 64-bit value that a double cannot hold is a string.
+        assert_eq!(launch["args"]["run_id"], u64::MAX.to_string());
+        let fusion = x.iter().find(|e| e["name"] == "fusion.1").unwrap();
+        assert_eq!(fusion["pid"], 4);
+        assert_eq!(fusion["args"]["flops"], 10.5);
+        assert_eq!(fusion["args"]["long_name"], "fusion.1");
+    }
+
+    #[test]
+    fn counters_are_counter_events_and_flows_flow_events() {
+        let (v, s) = export(&gpu_capture(), &Filter::default());
+        let c = events(&v, "C");
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0]["name"], "HBM bytes");
+        assert_eq!(c[0]["args"]["value"], 7);
+        assert_eq!(c[0]["pid"], 4);
+        let (start, end) = (events(&v, "s"), events(&v, "f"));
+        assert_eq!((start.len(), end.len()), (1, 1));
+        assert_eq!(start[0]["id"], end[0]["id"]);
+        assert_eq!(start[0]["id"], "0x2a");
+        assert_eq!(end[0]["bp"], "e");
+        assert_eq!((s.counters, s.flows), (1, 2));
+    }
+
+    #[test]
+    fn the_window_keeps_events_that_overlap_it_and_the_line_regex_whole_lines() {
+        let f = Filter {
+            start_us: Some(2.0),
+            end_us: Some(3.0),
+            ..Filter::default()
+        };
+        let (v, _) = export(&gpu_capture(), &f);
+        let mut names: Vec<&str> = events(&v, "X")
+            .iter()
+            .map(|e| e["name"].as_str().unwrap())
+            .collect();
+        names.sort();
+        // train (1–6 µs) overlaps; launch (1.0025 µs) and fusion.1 (1 µs) do not.
+        assert_eq!(names, vec!["step 3"]);
+        let f = Filter {
+            line_regex: Some(Regex::new("^Stream").unwrap()),
+            ..Filter::default()
+        };
+        let (v, s) = export(&gpu_capture(), &f);
+        assert_eq!(s.threads, 1);
+        assert!(events(&v, "X").iter().all(|e| e["name"] == "fusion.1"));
+        assert!(events(&v, "C").is_empty());
+    }
+
+    #[test]
+    fn several_hosts_get_their_own_process_ids_and_names() {
+        let space = XSpace::from_bytes(gpu_capture().to_bytes()).unwrap();
+        let mut w = TraceWriter::new(Vec::new()).unwrap();
+        w.add_host(&space, Some("a"), 0, &Filter::default())
+            .unwrap();
+        w.add_host(&space, Some("b"), 1, &Filter::default())
+            .unwrap();
+        let (bytes, s) = w.finish().unwrap();
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        let names: Vec<(u64, &str)> = events(&v, "M")
+            .iter()
+            .filter(|m| m["name"] == "process_name")
+            .map(|m| {
+                (
+                    m["pid"].as_u64().unwrap(),
+                    m["args"]["name"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                (701, "a: /host:CPU"),
+                (4, "a: /device:GPU:0"),
+                (10_701, "b: /host:CPU"),
+                (10_004, "b: /device:GPU:0")
+            ]
+        );
+        assert_eq!(s.events, 6);
+    }
+
+    #[test]
+    fn microseconds_are_exact_decimals_of_picoseconds() {
+        let us = |ps: i128| {
+            let mut b = Vec::new();
+            write_us(&mut b, ps).unwrap();
+            String::from_utf8(b).unwrap()
+        };
+        assert_eq!(us(0), "0");
+        assert_eq!(us(1), "0.000001");
+        assert_eq!(us(12_000_000), "12");
+        assert_eq!(us(-1_500_000), "-1.5");
+        // An epoch timestamp in ps does not fit an i64; the export does not saturate.
+        assert_eq!(us(1_733_000_000_000_000_000_123), "1733000000000000.000123");
     }
 }

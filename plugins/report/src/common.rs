@@ -39,12 +39,7 @@ fn canonical_parent(p: &Path) -> PathBuf {
 impl Output {
     /// The file `--output_path` names, else a new `xprof_<tool>_*<suffix>` in `$TMPDIR`.
     /// Never inside the run directory (`s.dir`).
-    pub fn create(
-        call: &Call,
-        s: &Session,
-        tool: &str,
-        suffix: &str,
-    ) -> Result<Output, ToolError> {
+    pub fn create(call: &Call, s: &Session, tool: &str, suffix: &str) -> Result<Output, ToolError> {
         let dest = call.opt_nonempty("output_path")?.map(PathBuf::from);
         let (dir, prefix, suffix) = match &dest {
             Some(d) => {
@@ -63,24 +58,30 @@ impl Output {
                         "--output_path {} is a directory",
                         d.display()
                     ))
-                    .with_hint(format!("name a file, e.g. {}", d.join(format!("out{suffix}")).display())));
+                    .with_hint(format!(
+                        "name a file, e.g. {}",
+                        d.join(format!("out{suffix}")).display()
+                    )));
                 }
                 (dir, ".xprof-".to_string(), ".tmp".to_string())
             }
-            None => (std::env::temp_dir(), format!("xprof_{tool}_"), suffix.to_string()),
+            None => (
+                std::env::temp_dir(),
+                format!("xprof_{tool}_"),
+                suffix.to_string(),
+            ),
         };
         let file = tempfile::Builder::new()
             .prefix(&prefix)
             .suffix(&suffix)
             .tempfile_in(&dir)
             .map_err(|e| {
-                ToolError::path(format!("cannot create a file in {}: {e}", dir.display())).with_hint(
-                    if dest.is_some() {
+                ToolError::path(format!("cannot create a file in {}: {e}", dir.display()))
+                    .with_hint(if dest.is_some() {
                         "check that --output_path's directory exists and is writable"
                     } else {
                         "set TMPDIR to a writable directory, or pass --output_path"
-                    },
-                )
+                    })
             })?;
         Ok(Output {
             file: BufWriter::with_capacity(1 << 20, file),

@@ -13,7 +13,8 @@ pub struct ExportTrace;
 register_tool!(ExportTrace);
 
 fn trace_error(e: xprof_trace::TraceError) -> ToolError {
-    ToolError::path(e.to_string()).with_hint("check that the output's filesystem is writable and not full")
+    ToolError::path(e.to_string())
+        .with_hint("check that the output's filesystem is writable and not full")
 }
 
 fn filter(call: &Call) -> Result<Filter, ToolError> {
@@ -105,13 +106,18 @@ impl Tool for ExportTrace {
             let mut w = TraceWriter::new(sink).map_err(trace_error)?;
             for (i, h) in hosts.iter().enumerate() {
                 call.read_file(&h.path);
-                let space = XSpace::open(&h.path)
-                    .map_err(|e| lib_error(e.kind(), &e, Some(e.hint())))?;
+                let space =
+                    XSpace::open(&h.path).map_err(|e| lib_error(e.kind(), &e, Some(e.hint())))?;
                 if !space.is_complete() {
                     warnings.extend(space.diagnostics().iter().cloned());
                 }
-                w.add_host(&space, several.then_some(h.name.as_str()), i as u32, &filter)
-                    .map_err(trace_error)?;
+                w.add_host(
+                    &space,
+                    several.then_some(h.name.as_str()),
+                    i as u32,
+                    &filter,
+                )
+                .map_err(trace_error)?;
             }
             Ok(w.finish().map_err(trace_error)?.1)
         };
@@ -124,6 +130,10 @@ impl Tool for ExportTrace {
             (write(&mut out)?, out)
         };
         let written = out.finish()?;
+        // The file written is an input too: a result cache must never answer with the path of
+        // a file that has since been deleted or rewritten (a file written during the call is
+        // too new to be cached at all).
+        call.read_file(&written.path);
         let mut body = Map::new();
         body.insert("events".into(), json!(summary.events));
         body.insert("counters".into(), json!(summary.counters));
@@ -134,7 +144,11 @@ impl Tool for ExportTrace {
             "open_with".into(),
             json!("https://ui.perfetto.dev (Open trace file), or chrome://tracing"),
         );
-        let content_type = if gzip { "application/gzip" } else { "application/json" };
+        let content_type = if gzip {
+            "application/gzip"
+        } else {
+            "application/json"
+        };
         Ok(written_to_file(&s, &hosts, &warnings, &written, content_type, body).into())
     }
 }
