@@ -121,6 +121,18 @@ fn assert_path_error_naming(r: &Run, file: &std::path::Path) {
     );
 }
 
+/// `r` failed with exit 4, an `invalid_value` error whose message contains `needle`; the error.
+fn assert_invalid_value_saying(r: &Run, needle: &str) -> serde_json::Value {
+    assert_eq!(r.code, 4, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    let e = r.error();
+    assert_eq!(e["error"]["kind"], "invalid_value", "{e}");
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains(needle),
+        "the message says {needle}: {e}"
+    );
+    e
+}
+
 #[test]
 fn unreadable_hlo_dump_file_is_a_path_error_not_no_data() {
     let Some(corpus) = xprof_tests::corpus() else {
@@ -300,16 +312,7 @@ fn sql_recursive_cte_that_never_ends_stops_at_the_time_limit() {
         "--timeout_s",
         "1",
     ]);
-    assert_eq!(r.code, 4, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
-    let e = r.error();
-    assert_eq!(e["error"]["kind"], "invalid_value", "{e}");
-    assert!(
-        e["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("time limit"),
-        "{e}"
-    );
+    let e = assert_invalid_value_saying(&r, "time limit");
     assert!(
         e["error"]["hint"].as_str().unwrap().contains("--timeout_s"),
         "{e}"
@@ -334,15 +337,7 @@ fn sql_rows_past_max_rows_are_exit_4_naming_the_limit() {
         "--max_rows",
         "100",
     ]);
-    assert_eq!(r.code, 4, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
-    let e = r.error();
-    assert!(
-        e["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("more than 100 rows"),
-        "{e}"
-    );
+    let e = assert_invalid_value_saying(&r, "more than 100 rows");
     assert!(
         e["error"]["hint"].as_str().unwrap().contains("--max_rows"),
         "{e}"
@@ -360,9 +355,19 @@ struct Mcp {
 
 impl Mcp {
     fn start(sb: &Sandbox, extra: &[&str], env: &[(&str, &str)]) -> Mcp {
+        Mcp::start_in(sb, &xprof_tests::fixtures(), extra, env)
+    }
+
+    /// A session whose only root is `root`.
+    fn start_in(
+        sb: &Sandbox,
+        root: &std::path::Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Mcp {
         let mut c = sb.cmd();
         c.args(["--no_cache", "mcp", "--root"])
-            .arg(xprof_tests::fixtures())
+            .arg(root)
             .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -395,6 +400,24 @@ impl Mcp {
         w.flush().unwrap();
     }
 
+    /// Send bytes as one line, whatever they are.
+    fn send_raw(&mut self, bytes: &[u8]) {
+        use std::io::Write;
+        let w = self.stdin.as_mut().unwrap();
+        w.write_all(bytes).unwrap();
+        w.write_all(b"\n").unwrap();
+        w.flush().unwrap();
+    }
+
+    /// The next message the server sends.
+    fn next_message(&mut self) -> serde_json::Value {
+        use std::io::BufRead;
+        let mut line = String::new();
+        let n = self.stdout.read_line(&mut line).unwrap();
+        assert!(n > 0, "the server ended");
+        serde_json::from_str(&line).unwrap()
+    }
+
     /// The reply to request `id` (other lines are skipped).
     fn reply(&mut self, id: u64) -> serde_json::Value {
         use std::io::BufRead;
@@ -414,7 +437,9 @@ impl Mcp {
             serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": tool, "arguments": args}}),
         );
-        self.reply(id)["result"].clone()
+        let reply = self.reply(id);
+        assert!(reply["result"].is_object(), "{tool}: {reply}");
+        reply["result"].clone()
     }
 
     /// End the session (end of input) and return the server's stderr.
@@ -502,16 +527,22 @@ fn mcp_cancelled_call_stops_its_worker() {
     assert!(stderr.contains("cancelled by the client"), "{stderr}");
 }
 
-/// A run directory with the seed's XSpace beside an `.hlo_proto.pb` of `len` bytes that are
-/// all zeros (a sparse file: no disk is used).
-fn run_with_a_zero_hlo_proto(sb: &Sandbox, len: u64) -> std::path::PathBuf {
-    let run = sb.path().join("logdir/plugins/profile/big");
+/// `<sandbox>/logdir/plugins/profile/<name>` holding a copy of the jax-cpu matmul XSpace.
+fn run_dir_with_the_matmul_capture(sb: &Sandbox, name: &str) -> std::path::PathBuf {
+    let run = sb.path().join("logdir/plugins/profile").join(name);
     std::fs::create_dir_all(&run).unwrap();
     std::fs::copy(
         xprof_tests::fixtures().join("jax-cpu/logdir/plugins/profile/matmul/host0.xplane.pb"),
         run.join("host0.xplane.pb"),
     )
     .unwrap();
+    run
+}
+
+/// A run directory with the matmul XSpace beside an `.hlo_proto.pb` of `len` bytes that are
+/// all zeros (a sparse file: no disk is used).
+fn run_with_a_zero_hlo_proto(sb: &Sandbox, len: u64) -> std::path::PathBuf {
+    let run = run_dir_with_the_matmul_capture(sb, "big");
     let f = std::fs::File::create(run.join("jit_big(1).hlo_proto.pb")).unwrap();
     f.set_len(len).unwrap();
     run
@@ -532,16 +563,7 @@ fn an_hlo_proto_over_1_gib_is_a_json_error_not_an_abort() {
         .output()
         .unwrap()
         .into();
-    assert_eq!(r.code, 4, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
-    let e = r.error();
-    assert_eq!(e["error"]["kind"], "invalid_value", "{e}");
-    assert!(
-        e["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("jit_big(1).hlo_proto.pb"),
-        "{e}"
-    );
+    assert_invalid_value_saying(&r, "jit_big(1).hlo_proto.pb");
 }
 
 /// Case 3: a capture that is a symlink to a file whose size reads as 0 but streams data
@@ -572,13 +594,7 @@ fn a_capture_symlinked_to_a_streaming_proc_file_is_read_to_its_size_not_without_
 #[test]
 fn a_fifo_named_like_a_capture_is_refused_without_blocking() {
     let sb = Sandbox::new();
-    let run = sb.path().join("logdir/plugins/profile/fifo");
-    std::fs::create_dir_all(&run).unwrap();
-    std::fs::copy(
-        xprof_tests::fixtures().join("jax-cpu/logdir/plugins/profile/matmul/host0.xplane.pb"),
-        run.join("host0.xplane.pb"),
-    )
-    .unwrap();
+    let run = run_dir_with_the_matmul_capture(&sb, "fifo");
     let fifo = run.join("jit_x(1).hlo_proto.pb");
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     // SAFETY: a path string that lives across the call.
@@ -596,4 +612,310 @@ fn a_fifo_named_like_a_capture_is_refused_without_blocking() {
         !names.contains("jit_x"),
         "the FIFO is not a module: {names}"
     );
+}
+
+/// Case 10: `get_hlo_dump` on a stage file with one 80 MB line used 941 MB and left a 480 MB
+/// spill file per call: `--max_lines` does not bound a line. `--max_bytes` (default 1 MB) does.
+#[test]
+fn get_hlo_dump_of_a_stage_file_with_one_huge_line_is_bounded_by_max_bytes() {
+    let sb = Sandbox::new();
+    let dump = copy_dir(
+        &sb,
+        &xprof_tests::fixtures().join("jax-cpu/hlo_dump"),
+        "dump",
+    );
+    let stage = dump.join("module_0002.jit_train_step.cpu_after_optimizations.txt");
+    let mut text = std::fs::read_to_string(&stage).unwrap();
+    text.push_str(&format!("  c = f32[] constant({})\n", "7".repeat(20 << 20)));
+    std::fs::write(&stage, text).unwrap();
+    let r: Run = sb
+        .cmd()
+        .args(["--no_cache", "get_hlo_dump", "--dump_dir"])
+        .arg(&dump)
+        .args(["--module_pattern", "train_step"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.len() < 2_000_000, "{} bytes", r.stdout.len());
+    let v = r.json();
+    assert_eq!(v["truncated"], true, "{}", &r.stdout[..300]);
+    assert!(
+        v["text"]
+            .as_str()
+            .unwrap()
+            .ends_with("Use max_bytes=-1 to see all)")
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// One MCP session sent every hostile input of issue 30 (cases 1–6), over stdio and over HTTP:
+// each gets its own answer and the next normal call is still answered correctly.
+
+/// A hostile call: what it is (for messages), the tool, its arguments, and a check of its
+/// `tools/call` result.
+struct Hostile {
+    case: &'static str,
+    tool: &'static str,
+    args: serde_json::Value,
+    check: fn(&serde_json::Value),
+}
+
+/// The failpoints the hostile session runs with (debug builds): the plugin panic and the
+/// truncation under a map (docs/CONVENTIONS.md).
+const HOSTILE_ENV: &[(&str, &str)] = &[
+    ("XPROF_FAILPOINT_PANIC", "get_device_information"),
+    ("XPROF_FAILPOINT_TRUNCATE_MAPPED", "moving.xplane.pb"),
+];
+
+fn error_kind_saying(result: &serde_json::Value, kind: &str, needle: &str) {
+    let e = tool_error(result);
+    assert_eq!(e["kind"], kind, "{e}");
+    assert!(e["message"].as_str().unwrap().contains(needle), "{e}");
+}
+
+/// Lay out cases 1–5 under `<sandbox>/root` (the MCP root) and `<sandbox>/outside`.
+fn hostile_calls(sb: &Sandbox, seed: &std::path::Path) -> (std::path::PathBuf, Vec<Hostile>) {
+    let root = sb.path().join("logdir");
+    let profile = root.join("plugins/profile");
+    // Case 1: a 1.1 GB proto (sparse zeros), freed after it is found invalid.
+    let big = run_with_a_zero_hlo_proto(sb, 1_150_000_000);
+    // Case 2: a mapped capture truncated while it is read (the failpoint does it).
+    let moving = profile.join("moving");
+    std::fs::create_dir_all(&moving).unwrap();
+    std::fs::copy(
+        seed.join("plugins/profile/testrun/host0.xplane.pb"),
+        moving.join("moving.xplane.pb"),
+    )
+    .unwrap();
+    // Case 3: a capture that is a streaming /proc file, and a FIFO named like a proto.
+    let proc = profile.join("proc");
+    std::fs::create_dir_all(&proc).unwrap();
+    std::os::unix::fs::symlink("/proc/self/pagemap", proc.join("host0.xplane.pb")).unwrap();
+    let fifo = run_dir_with_the_matmul_capture(sb, "fifo");
+    let c = std::ffi::CString::new(fifo.join("jit_x(1).hlo_proto.pb").to_str().unwrap()).unwrap();
+    // SAFETY: a path string that lives across the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    // Case 5: a run inside the root whose capture is a link to a damaged file outside it.
+    let outside = sb.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("garbage.xplane.pb"), [0xffu8; 64]).unwrap();
+    let linked = profile.join("linked");
+    std::fs::create_dir_all(&linked).unwrap();
+    std::os::unix::fs::symlink(outside.join("garbage.xplane.pb"), linked.join("host0.xplane.pb"))
+        .unwrap();
+    let matmul = run_dir_with_the_matmul_capture(sb, "matmul");
+    let calls = vec![
+        Hostile {
+            case: "1: a proto over 1 GiB",
+            tool: "get_hlo_module_content",
+            args: serde_json::json!({"path": big, "module_name": "jit_big"}),
+            check: |r| error_kind_saying(r, "invalid_value", "jit_big(1).hlo_proto.pb"),
+        },
+        Hostile {
+            case: "1: a panic inside a plugin",
+            tool: "get_device_information",
+            args: serde_json::json!({"path": matmul}),
+            check: |r| error_kind_saying(r, "internal", "panic"),
+        },
+        Hostile {
+            case: "2: a capture truncated under its map",
+            tool: "list_xplane_events",
+            args: serde_json::json!({"path": moving}),
+            check: |r| error_kind_saying(r, "invalid_value", "changed while being read"),
+        },
+        Hostile {
+            // Read to its size (0 bytes; the CLI test above), then refused: /proc is outside.
+            case: "3: a capture that is /proc/self/pagemap",
+            tool: "aggregate_xplane_events",
+            args: serde_json::json!({"path": proc}),
+            check: |r| error_kind_saying(r, "path", "outside the MCP server's roots"),
+        },
+        Hostile {
+            case: "3: a FIFO named like an HLO proto",
+            tool: "list_hlo_modules",
+            args: serde_json::json!({"path": fifo}),
+            check: |r| {
+                assert_eq!(r["isError"], false, "{r}");
+                let modules = r["structuredContent"]["modules"].to_string();
+                assert!(!modules.contains("jit_x"), "{modules}");
+            },
+        },
+        Hostile {
+            case: "4: a recursive SQL CTE that never ends",
+            tool: "query_hlo_graph",
+            args: {
+                let mut a = endless_sql();
+                a["path"] = serde_json::json!(root);
+                a["timeout_s"] = serde_json::json!(1);
+                a
+            },
+            check: |r| error_kind_saying(r, "invalid_value", "time limit"),
+        },
+        Hostile {
+            case: "5: a file outside the roots reached through a run inside them",
+            tool: "get_overview",
+            args: serde_json::json!({"path": linked}),
+            check: |r| error_kind_saying(r, "path", "outside the MCP server's roots"),
+        },
+        Hostile {
+            case: "6: a schema-invalid argument",
+            tool: "get_hosts",
+            args: serde_json::json!({"path": 5}),
+            check: |r| error_kind_saying(r, "usage", "`path` must be string"),
+        },
+    ];
+    (root, calls)
+}
+
+/// The normal call sent after each hostile one, and its check.
+fn normal_call(root: &std::path::Path) -> serde_json::Value {
+    serde_json::json!({"path": root.join("plugins/profile/matmul")})
+}
+
+fn assert_normal_answer(result: &serde_json::Value, after: &str) {
+    assert_eq!(result["isError"], false, "after case {after}: {result}");
+    assert_eq!(
+        result["structuredContent"]["hosts"][0]["hostname"], "host0",
+        "after case {after}: {result}"
+    );
+}
+
+/// Case 6: messages that are not JSON-RPC, each to get a parse error (id null) and, over HTTP,
+/// this status.
+fn malformed_messages() -> Vec<(Vec<u8>, u16)> {
+    let mut huge = br#"{"jsonrpc": "2.0", "id": 9, "method": "ping", "params": {"x": ""#.to_vec();
+    huge.extend(std::iter::repeat_n(b'a', 50 << 20));
+    huge.extend(br#""}}"#);
+    vec![
+        (b"garbage".to_vec(), 400),
+        (b"\xff\xfe{}".to_vec(), 400),
+        (br#"{"jsonrpc": "2.0", "id": 1e400, "method": "ping"}"#.to_vec(), 400),
+        ([b"[".repeat(100_000), b"]".repeat(100_000)].concat(), 400),
+        (huge, 413),
+    ]
+}
+
+#[test]
+fn mcp_stdio_session_sent_every_hostile_input_answers_each_and_the_next_normal_call() {
+    let Some(corpus) = xprof_tests::corpus() else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let (root, calls) = hostile_calls(&sb, &corpus.join("fixtures/seed-v6e/logdir"));
+    let mut mcp = Mcp::start_in(&sb, &root, &[], HOSTILE_ENV);
+    let mut id = 1;
+    for h in &calls {
+        let r = mcp.call(id, h.tool, h.args.clone());
+        (h.check)(&r);
+        assert_normal_answer(&mcp.call(id + 1, "get_hosts", normal_call(&root)), h.case);
+        id += 2;
+    }
+    for (i, (bad, _)) in malformed_messages().iter().enumerate() {
+        mcp.send_raw(bad);
+        let reply = mcp.next_message();
+        assert!(reply["id"].is_null(), "message {i}: {reply}");
+        assert_eq!(reply["error"]["code"], -32700, "message {i}: {reply}");
+        assert_normal_answer(&mcp.call(id, "get_hosts", normal_call(&root)), "6");
+        id += 1;
+    }
+    mcp.finish();
+}
+
+/// `xprof mcp --http 127.0.0.1:0`, stopped when dropped.
+struct HttpMcp {
+    child: std::process::Child,
+    addr: String,
+}
+
+impl HttpMcp {
+    fn start(sb: &Sandbox, root: &std::path::Path, env: &[(&str, &str)]) -> HttpMcp {
+        use std::io::BufRead;
+        let mut c = sb.cmd();
+        c.args(["--no_cache", "mcp", "--http", "127.0.0.1:0", "--root"])
+            .arg(root)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let mut child = c.spawn().expect("starting xprof mcp --http");
+        let mut url = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut url)
+            .unwrap();
+        let addr = url
+            .trim()
+            .strip_prefix("http://")
+            .and_then(|u| u.strip_suffix("/mcp"))
+            .unwrap_or_else(|| panic!("the first stdout line is not the URL: {url:?}"))
+            .to_string();
+        HttpMcp { child, addr }
+    }
+
+    /// POST one body; the status and the JSON reply.
+    fn post(&self, body: &[u8]) -> (u16, serde_json::Value) {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&self.addr).unwrap();
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nConnection: close\r\n\
+             Content-Length: {}\r\n\r\n",
+            self.addr,
+            body.len()
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        // The server may answer (and close) before it has read an oversized body.
+        let _ = s.write_all(body);
+        let mut resp = Vec::new();
+        let _ = s.read_to_end(&mut resp);
+        let resp = String::from_utf8_lossy(&resp);
+        let status = resp
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let (_, body) = resp.split_once("\r\n\r\n").unwrap_or(("", ""));
+        let v = serde_json::from_str(body)
+            .unwrap_or_else(|e| panic!("{e}: the reply body is not JSON: {resp}"));
+        (status, v)
+    }
+
+    fn call(&self, tool: &str, args: serde_json::Value) -> serde_json::Value {
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": tool, "arguments": args}});
+        let (status, v) = self.post(body.to_string().as_bytes());
+        assert_eq!(status, 200, "{tool}: {v}");
+        assert!(v["result"].is_object(), "{tool}: {v}");
+        v["result"].clone()
+    }
+}
+
+impl Drop for HttpMcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn mcp_http_server_sent_every_hostile_input_answers_each_and_the_next_normal_call() {
+    let Some(corpus) = xprof_tests::corpus() else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let (root, calls) = hostile_calls(&sb, &corpus.join("fixtures/seed-v6e/logdir"));
+    let mcp = HttpMcp::start(&sb, &root, HOSTILE_ENV);
+    for h in &calls {
+        (h.check)(&mcp.call(h.tool, h.args.clone()));
+        assert_normal_answer(&mcp.call("get_hosts", normal_call(&root)), h.case);
+    }
+    for (i, (bad, want_status)) in malformed_messages().iter().enumerate() {
+        let (status, reply) = mcp.post(bad);
+        assert_eq!(status, *want_status, "message {i}: {reply}");
+        assert!(reply["id"].is_null(), "message {i}: {reply}");
+        assert_eq!(reply["error"]["code"], -32700, "message {i}: {reply}");
+        assert_normal_answer(&mcp.call("get_hosts", normal_call(&root)), "6");
+    }
 }

@@ -16,10 +16,15 @@
 //! - A result is not stored when any input changed within [`RACY_MARGIN`] of the call's start
 //!   (the "racy git" problem): the tool may have read the old bytes while the manifest records
 //!   the new ones. The next call recomputes and stores.
-//! - Results that the CLI later spills to a file (`written_to_file`) are cached in full; the
-//!   spill happens at render time, after the cache.
+//! - Results up to [`MAX_CACHED_RESULT_BYTES`] that the CLI later spills to a file
+//!   (`written_to_file`) are cached in full (the spill happens at render time, after the cache);
+//!   larger ones are not cached at all, so the cache cannot grow by hundreds of MB per call.
 //! - Any failure of the cache itself (unwritable directory, corrupt file, locked database) warns
 //!   once per process on stderr and the call runs uncached; a corrupt file is deleted and rebuilt.
+
+/// Results larger than this (compact JSON) are not stored: recomputing them costs less than
+/// keeping them, and the CLI writes them to a file anyway (the 10 MB spill).
+pub const MAX_CACHED_RESULT_BYTES: usize = 64 << 20;
 
 mod db;
 mod fast;
@@ -38,7 +43,7 @@ pub use db::Db;
 pub(crate) use fast::plugin_inputs;
 pub use fast::{Fast, fast_path, remember_registry};
 pub use keys::{absolute_lexical, key, normalised_args};
-pub use manifest::{RACY_MARGIN, RACY_MARGIN_COARSE, manifest, manifest_matches};
+pub use manifest::{RACY_MARGIN, RACY_MARGIN_COARSE, manifest, manifest_matches, modified_during};
 
 use crate::cli::GlobalOpts;
 use crate::registry::{Envelope, Registry, ToolEntry};
@@ -170,16 +175,16 @@ pub fn cached_call(
     let name = tool.name.as_str();
     if opts.no_cache {
         trace(name, "off", Some("--no_cache"));
-        return run();
+        return run_unchanged(run).map(|(env, _)| env);
     }
     let (ttl, _) = ttl(opts)?;
     if ttl == 0 {
         trace(name, "off", Some("ttl 0"));
-        return run();
+        return run_unchanged(run).map(|(env, _)| env);
     }
     let Some(mut db) = Db::shared() else {
         trace(name, "off", Some("cache unavailable"));
-        return run();
+        return run_unchanged(run).map(|(env, _)| env);
     };
     let (key, material) = key(reg, tool, args);
     if opts.bypass_cache {
@@ -190,8 +195,15 @@ pub fn cached_call(
     } else {
         trace(name, "miss", None);
     }
-    let started = SystemTime::now();
-    let env = run()?;
+    let (env, started) = run_unchanged(run)?;
+    if env.result.compact().len() > MAX_CACHED_RESULT_BYTES {
+        trace(
+            name,
+            "not_stored",
+            Some("the result is larger than the cache keeps"),
+        );
+        return Ok(env);
+    }
     match manifest(&env.inputs, started) {
         Some(m) => match db.guard("store", |db| db.store(&key, &material, &env, &m)) {
             Some(()) => trace(name, "stored", None),
@@ -205,6 +217,26 @@ pub fn cached_call(
         ),
     }
     Ok(env)
+}
+
+/// Run the tool; its result is an error when a file it read was modified while it ran (issue
+/// 30: a file that changes under a call is exit 4, never a silently mixed answer). Returns the
+/// start time for the manifest.
+fn run_unchanged(
+    run: impl FnOnce() -> Result<Envelope, ToolError>,
+) -> Result<(Envelope, SystemTime), ToolError> {
+    let started = SystemTime::now();
+    let env = run()?;
+    if let Some(path) = modified_during(&env.inputs, started, SystemTime::now()) {
+        return Err(ToolError::invalid(format!(
+            "{path}: the file was modified while the call read it (rewritten by another process)"
+        ))
+        .with_hint(
+            "wait until whatever writes the capture has finished (or copy it somewhere stable), \
+             then run the call again",
+        ));
+    }
+    Ok((env, started))
 }
 
 fn print_json(v: &Value) {
@@ -311,5 +343,48 @@ mod tests {
         assert_eq!(parse_ttl("-1"), None);
         assert_eq!(parse_ttl("soon"), None);
         assert_eq!(parse_ttl(""), None);
+    }
+
+    fn envelope_reading(path: &std::path::Path) -> Envelope {
+        let raw = serde_json::value::RawValue::from_string("{}".into()).unwrap();
+        Envelope {
+            result: crate::result_json::ResultJson::from_raw(raw),
+            content_type: "application/json".into(),
+            inputs: vec![json!({"path": path, "kind": "file"})],
+        }
+    }
+
+    /// Issue 30: a capture rewritten in place with the same size while a call read it gave a
+    /// mixed answer with exit 0 (the reader only sees truncation). Now the call is exit 4.
+    #[test]
+    fn a_capture_rewritten_in_place_during_the_call_is_an_invalid_value_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("host0.xplane.pb");
+        let written_long_ago = || {
+            let ago = SystemTime::now() - std::time::Duration::from_secs(60);
+            std::fs::File::options()
+                .write(true)
+                .open(&p)
+                .unwrap()
+                .set_modified(ago)
+                .unwrap();
+        };
+        std::fs::write(&p, [1u8; 64]).unwrap();
+        written_long_ago();
+        let e = run_unchanged(|| {
+            std::fs::write(&p, [2u8; 64]).unwrap();
+            // The stamp of the write, exactly (the kernel's own lags by up to a tick).
+            let f = std::fs::File::options().write(true).open(&p).unwrap();
+            f.set_modified(SystemTime::now()).unwrap();
+            Ok(envelope_reading(&p))
+        })
+        .unwrap_err();
+        assert_eq!(e.kind, xprof_plugin_api::ErrorKind::InvalidValue, "{e:?}");
+        assert!(
+            e.message.contains("host0.xplane.pb: the file was modified"),
+            "{e:?}"
+        );
+        written_long_ago();
+        assert!(run_unchanged(|| Ok(envelope_reading(&p))).is_ok());
     }
 }

@@ -63,6 +63,8 @@ pub fn call_tool_reporting(
     let mut read = Vec::new();
     cache::cached_call(reg, tool, args, opts, || {
         reg.invoke_reporting(tool, args, &context(frontend))
+            // Kept for a result the cache then refuses (an input modified during the call).
+            .inspect(|env| read.clone_from(&env.inputs))
             .map_err(|f| {
                 read = f.inputs;
                 f.error

@@ -524,13 +524,9 @@ impl DumpDir {
 
 /// Read a text file as UTF-8, replacing invalid bytes.
 pub fn read_text(path: &Path) -> Result<String, HloError> {
-    let bytes = xprof_xspace::file::read(path).map_err(|e| HloError::Io {
+    xprof_xspace::file::read_text(path).map_err(|e| HloError::Io {
         path: path.to_path_buf(),
         source: e,
-    })?;
-    Ok(match String::from_utf8(bytes) {
-        Ok(s) => s,
-        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
     })
 }
 
@@ -575,9 +571,39 @@ pub fn truncate_lines(text: &str, max_lines: i64) -> (String, usize, bool) {
     (kept.join("\n"), total, true)
 }
 
+/// Keep at most `max_bytes` bytes of `text` (`max_bytes <= 0` keeps all), cut at a character
+/// boundary: one line of a stage file can be tens of MB (a large constant), which a line
+/// limit does not bound. Returns whether it was cut.
+pub fn truncate_bytes(text: &mut String, max_bytes: i64) -> bool {
+    let Ok(max) = usize::try_from(max_bytes) else {
+        return false;
+    };
+    if max == 0 || text.len() <= max {
+        return false;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_byte_cut_keeps_whole_characters() {
+        let mut t = "aé".repeat(3);
+        assert!(truncate_bytes(&mut t, 2));
+        assert_eq!(t, "a");
+        let mut t = "short".to_string();
+        assert!(!truncate_bytes(&mut t, 100));
+        assert!(!truncate_bytes(&mut t, -1));
+        assert!(!truncate_bytes(&mut t, 0));
+        assert_eq!(t, "short");
+    }
 
     fn classify_name(f: &str) -> Option<(String, Option<String>, String)> {
         let (_, rest) = split_module_number(f)?;

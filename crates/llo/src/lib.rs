@@ -109,11 +109,7 @@ pub fn dump_file_names(dir: &Path) -> Result<Vec<String>> {
 
 /// Read a whole file as text, replacing invalid UTF-8 (the seed's `errors="replace"`).
 pub fn read_text(path: &Path) -> Result<String> {
-    let bytes = xprof_xspace::file::read(path).map_err(|e| LloError::io(path, e))?;
-    Ok(match String::from_utf8(bytes) {
-        Ok(s) => s,
-        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
-    })
+    xprof_xspace::file::read_text(path).map_err(|e| LloError::io(path, e))
 }
 
 /// The first `limit` bytes of a file as text.

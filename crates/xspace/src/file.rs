@@ -96,6 +96,17 @@ impl MappedRegion {
         // SAFETY: the caller's contract, passed on.
         let map = unsafe { memmap2::MmapOptions::new().map(file)? };
         let guard = sigbus::register(map.as_ptr() as usize, map.len(), path);
+        // A failpoint for the end-to-end tests that a capture truncated under its map is one
+        // failed call (exit 4, the JSON error), over MCP too. Debug builds only.
+        #[cfg(debug_assertions)]
+        if std::env::var_os("XPROF_FAILPOINT_TRUNCATE_MAPPED")
+            .is_some_and(|name| path.file_name() == Some(name.as_os_str()))
+        {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)?
+                .set_len(0)?;
+        }
         Ok(MappedRegion { map, _guard: guard })
     }
 }

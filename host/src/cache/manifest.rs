@@ -102,6 +102,38 @@ pub fn manifest(inputs: &[Value], started: SystemTime) -> Option<Value> {
     Some(Value::Array(out))
 }
 
+/// The first file among `inputs` whose modification time falls inside the call, from `started`
+/// to `finished`: another process wrote it while the tool read it. A rewrite of the same size in
+/// place changes no length (the reader's own checks see truncation only), so only the stamp
+/// tells. A stamp past `finished` is not counted: on a network filesystem a writer's clock may
+/// run ahead, and such a file was not necessarily written during the call. Directories are
+/// skipped (a capture directory gains entries while a profiler writes beside it). Linux stamps
+/// files from a clock that lags by up to a tick, so a write in the call's first milliseconds
+/// can go unseen; a rewrite of a capture takes longer than that, and a window opened earlier
+/// would refuse every call made right after a capture was written.
+pub fn modified_during(
+    inputs: &[Value],
+    started: SystemTime,
+    finished: SystemTime,
+) -> Option<&str> {
+    let at = |t: SystemTime| {
+        t.duration_since(UNIX_EPOCH)
+            .ok()
+            .and_then(|d| i128::try_from(d.as_nanos()).ok())
+    };
+    let (from, to) = (at(started)?, at(finished)?);
+    inputs
+        .iter()
+        .filter(|i| !matches!(i["kind"].as_str(), Some("dir" | "plugin_dir")))
+        .filter_map(|i| i["path"].as_str())
+        .find(|path| {
+            fs::metadata(path).is_ok_and(|m| {
+                let mtime = ns(m.mtime(), m.mtime_nsec());
+                from < mtime && mtime <= to
+            })
+        })
+}
+
 /// Does the stored manifest still describe the disk?
 pub fn manifest_matches(stored: &Value) -> bool {
     let Some(items) = stored.as_array() else {

@@ -45,7 +45,8 @@ pub fn check_json(bytes: &[u8]) -> Result<(), Value> {
     }
 }
 
-fn too_large() -> Value {
+/// The parse error of a message over [`MAX_MESSAGE_BYTES`].
+pub fn too_large() -> Value {
     error_reply(
         Value::Null,
         PARSE_ERROR,

@@ -108,22 +108,14 @@ fn rpc_error(status: StatusCode, reply: serde_json::Value) -> Response {
 /// when it is JSON of the wrong shape; a notification rmcp does not know is accepted and
 /// dropped, as over stdio.
 async fn jsonrpc_body(req: Request, next: Next) -> Response {
-    use super::framing::{INVALID_REQUEST, MAX_MESSAGE_BYTES, check_json, error_reply};
+    use super::framing::{INVALID_REQUEST, MAX_MESSAGE_BYTES, check_json, error_reply, too_large};
     if req.method() != axum::http::Method::POST {
         return next.run(req).await;
     }
     let (parts, body) = req.into_parts();
+    // The same parse error as an oversized line over stdio, with HTTP's own status.
     let Ok(bytes) = axum::body::to_bytes(body, MAX_MESSAGE_BYTES).await else {
-        return rpc_error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            error_reply(
-                serde_json::Value::Null,
-                INVALID_REQUEST,
-                format!(
-                    "the request body could not be read or is larger than {MAX_MESSAGE_BYTES} bytes"
-                ),
-            ),
-        );
+        return rpc_error(StatusCode::PAYLOAD_TOO_LARGE, too_large());
     };
     if let Err(reply) = check_json(&bytes) {
         return rpc_error(StatusCode::BAD_REQUEST, reply);

@@ -3,6 +3,9 @@ use xprof_plugin_api::{Call, Example, Params, Tool, ToolError, ToolOutput, regis
 
 use crate::common::{dump_dir, dump_dir_param, hlo_error, max_lines, read_stage, truncation_note};
 
+/// The default `max_bytes`: well under the 10 MB spill, a few hundred KB of HLO text.
+const MAX_BYTES: i64 = 1_000_000;
+
 pub struct GetHloDump;
 register_tool!(GetHloDump);
 
@@ -36,6 +39,11 @@ impl Tool for GetHloDump {
             "Keep the first N lines (<= 0: all).",
             Some(2000),
         )
+        .integer(
+            "max_bytes",
+            "Keep at most N bytes of the text (<= 0: all); bounds a single huge line, which max_lines does not.",
+            Some(MAX_BYTES),
+        )
     }
     fn output(&self) -> &'static str {
         "{format: \"hlo_text\", text, module, stage, stage_key, file, line_count, truncated, also_matched}"
@@ -58,11 +66,14 @@ impl Tool for GetHloDump {
         let pattern = call.req_str("module_pattern")?;
         let stage = call.str_or("stage", "after_optimizations")?;
         let max = max_lines(call, 2000)?;
+        let max_bytes = call.i64_or("max_bytes", MAX_BYTES)?;
         let d = dump_dir(call)?;
         let sel = d.select(&pattern).map_err(hlo_error)?;
         let (key, path) = sel.module.resolve_stage(&stage).map_err(hlo_error)?;
         let text = read_stage(call, &path)?;
-        let (body, total, truncated) = xprof_hlo::dump::truncate_lines(&text, max);
+        let (mut body, total, mut truncated) = xprof_hlo::dump::truncate_lines(&text, max);
+        drop(text);
+        let cut_bytes = xprof_hlo::dump::truncate_bytes(&mut body, max_bytes);
         let mut out = format!(
             "# {} — {}\n# File: {}\n\n{}",
             sel.module.prefix,
@@ -70,9 +81,14 @@ impl Tool for GetHloDump {
             path.display(),
             body
         );
-        if truncated {
+        if cut_bytes {
+            out.push_str(&format!(
+                "\n... (truncated after {max_bytes} bytes. Use max_bytes=-1 to see all)"
+            ));
+        } else if truncated {
             out.push_str(&truncation_note(max, total));
         }
+        truncated |= cut_bytes;
         let mut extra = Map::new();
         extra.insert("module".into(), json!(sel.module.prefix));
         extra.insert("stage".into(), json!(stage));
