@@ -98,6 +98,14 @@ impl Output {
             .file
             .into_inner()
             .map_err(|e| write_err(e.into_error()))?;
+        // A temporary file is private (0600); the result is an ordinary file for its reader.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = tmp
+                .as_file()
+                .set_permissions(std::fs::Permissions::from_mode(0o644));
+        }
         let path = match self.dest {
             Some(dest) => {
                 tmp.persist(&dest).map_err(|e| {

@@ -1,1 +1,2 @@
 mod export_trace;
+mod report;
