@@ -359,12 +359,7 @@ impl Mcp {
     }
 
     /// A session whose only root is `root`.
-    fn start_in(
-        sb: &Sandbox,
-        root: &std::path::Path,
-        extra: &[&str],
-        env: &[(&str, &str)],
-    ) -> Mcp {
+    fn start_in(sb: &Sandbox, root: &std::path::Path, extra: &[&str], env: &[(&str, &str)]) -> Mcp {
         let mut c = sb.cmd();
         c.args(["--no_cache", "mcp", "--root"])
             .arg(root)
@@ -702,8 +697,11 @@ fn hostile_calls(sb: &Sandbox, seed: &std::path::Path) -> (std::path::PathBuf, V
     std::fs::write(outside.join("garbage.xplane.pb"), [0xffu8; 64]).unwrap();
     let linked = profile.join("linked");
     std::fs::create_dir_all(&linked).unwrap();
-    std::os::unix::fs::symlink(outside.join("garbage.xplane.pb"), linked.join("host0.xplane.pb"))
-        .unwrap();
+    std::os::unix::fs::symlink(
+        outside.join("garbage.xplane.pb"),
+        linked.join("host0.xplane.pb"),
+    )
+    .unwrap();
     let matmul = run_dir_with_the_matmul_capture(sb, "matmul");
     let calls = vec![
         Hostile {
@@ -790,7 +788,10 @@ fn malformed_messages() -> Vec<(Vec<u8>, u16)> {
     vec![
         (b"garbage".to_vec(), 400),
         (b"\xff\xfe{}".to_vec(), 400),
-        (br#"{"jsonrpc": "2.0", "id": 1e400, "method": "ping"}"#.to_vec(), 400),
+        (
+            br#"{"jsonrpc": "2.0", "id": 1e400, "method": "ping"}"#.to_vec(),
+            400,
+        ),
         ([b"[".repeat(100_000), b"]".repeat(100_000)].concat(), 400),
         (huge, 413),
     ]

@@ -1,6 +1,7 @@
-//! `report`: what a person looks at, written to a file: the whole capture as a Chrome
-//! trace-event file for Perfetto (`export_trace`). A thin shell: each tool is one file under
-//! `tools/`, the work lives in the library crates (`xprof-trace`).
+//! `report`: what a person looks at, written to a file: a self-contained HTML report with
+//! charts (`report`) and the whole capture as a Chrome trace-event file for Perfetto
+//! (`export_trace`). A thin shell: each tool is one file under `tools/`, the work lives in the
+//! library crates (`xprof-report`, `xprof-trace`) and the views they draw.
 
 mod common;
 mod tools;
