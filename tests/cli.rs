@@ -8,7 +8,7 @@ fn bare_binary_finds_its_plugins_next_to_the_executable() {
     let sb = Sandbox::new();
     let r: xprof_tests::Run = sb.bare_cmd().arg("plugins").output().unwrap().into();
     r.assert_ok();
-    for name in ["core", "hlo", "kernel", "example-vendor"] {
+    for name in ["core", "hlo", "kernel", "report", "example-vendor"] {
         let line = r
             .stdout
             .lines()

@@ -19,6 +19,8 @@
 //! - Results up to [`MAX_CACHED_RESULT_BYTES`] that the CLI later spills to a file
 //!   (`written_to_file`) are cached in full (the spill happens at render time, after the cache);
 //!   larger ones are not cached at all, so the cache cannot grow by hundreds of MB per call.
+//! - A tool whose own answer is `written_to_file` (it made a file: `export_trace`) is never
+//!   cached: a hit would name a file that may since have been deleted or overwritten.
 //! - Any failure of the cache itself (unwritable directory, corrupt file, locked database) warns
 //!   once per process on stderr and the call runs uncached; a corrupt file is deleted and rebuilt.
 
@@ -196,6 +198,10 @@ pub fn cached_call(
         trace(name, "miss", None);
     }
     let (env, started) = run_unchanged(run)?;
+    if wrote_a_file(&env) {
+        trace(name, "not_stored", Some("the tool wrote a file"));
+        return Ok(env);
+    }
     if env.result.compact().len() > MAX_CACHED_RESULT_BYTES {
         trace(
             name,
@@ -217,6 +223,15 @@ pub fn cached_call(
         ),
     }
     Ok(env)
+}
+
+/// Is the tool's own answer `written_to_file` (it made a file, e.g. `export_trace`)? Parsed
+/// only when a small result mentions it.
+fn wrote_a_file(env: &Envelope) -> bool {
+    let text = env.result.compact();
+    text.len() < 1 << 16
+        && text.contains("\"written_to_file\"")
+        && env.result.value()["status"] == "written_to_file"
 }
 
 /// Run the tool; its result is an error when a file it read was modified while it ran (issue

@@ -221,6 +221,9 @@ pub fn tool_command(tool: &ToolEntry) -> Command {
             continue;
         }
         arg = arg.long(name.clone());
+        if let Some(c) = schema["x-short"].as_str().and_then(|s| s.chars().next()) {
+            arg = arg.short(c);
+        }
         let kebab = name.replace('_', "-");
         if kebab != name {
             arg = arg.alias(kebab);

@@ -20,7 +20,7 @@ use crate::result_json::ResultJson;
 /// the install locations (next to the executable, `<prefix>/lib/xprof/plugins`) or a directory
 /// the user named explicitly with `--plugin-dir`, so a stray copy on a search path cannot
 /// impersonate them.
-pub const FIRST_PARTY: &[&str] = &["core", "hlo", "kernel"];
+pub const FIRST_PARTY: &[&str] = &["core", "hlo", "kernel", "report"];
 
 /// Top-level command names a tool may not take.
 pub const RESERVED_NAMES: &[&str] = &["plugins", "mcp", "cache", "help", "tools"];

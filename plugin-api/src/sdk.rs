@@ -463,6 +463,16 @@ impl Params {
         )
     }
 
+    /// Give the already-added parameter `name` a one-letter CLI spelling (`-o` for
+    /// `--output_path`), as the `x-short` keyword; MCP clients never see it.
+    pub fn short(mut self, name: &str, letter: char) -> Self {
+        if let Some(slot) = self.props.iter_mut().find(|(k, _)| k == name) {
+            let p = std::mem::replace(&mut slot.1, Prop(Vec::new()));
+            slot.1 = p.with("x-short", Kw::Str(letter.to_string()));
+        }
+        self
+    }
+
     pub fn required(mut self, name: &str) -> Self {
         self.required.push(name.to_string());
         self

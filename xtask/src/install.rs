@@ -11,6 +11,7 @@ pub(crate) const PRODUCT: &[&str] = &[
     "xprof-plugin-core",
     "xprof-plugin-hlo",
     "xprof-plugin-kernel",
+    "xprof-plugin-report",
     "xprof-plugin-example-vendor",
 ];
 

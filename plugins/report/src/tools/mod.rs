@@ -1,0 +1,2 @@
+mod export_trace;
+mod report;
