@@ -112,7 +112,8 @@ fn chromium() -> Option<PathBuf> {
 
 /// Screenshot `html` (a file) at 1000 px wide; returns the PNG and the console messages.
 fn screenshot(browser: &Path, html: &Path, png: &Path) -> Vec<String> {
-    let profile = png.with_extension("profile");
+    let profile = tempfile::tempdir().unwrap();
+    let profile = profile.path();
     let out = Command::new(browser)
         .args([
             "--headless",
@@ -225,4 +226,39 @@ fn reports_render_in_chromium_with_every_chart_drawn() {
             assert!(charts(&v).contains(c), "{name}: {c} not drawn");
         }
     }
+}
+
+#[test]
+fn with_a_baseline_the_report_shows_the_verdict_and_the_op_changes() {
+    let sb = Sandbox::new();
+    let out = sb.path().join("diff.html");
+    let threaded = fixtures().join("jax-cpu/logdir/plugins/profile/threaded");
+    let r = sb.run(&[
+        "report",
+        threaded.to_str().unwrap(),
+        "--baseline",
+        cpu_run().to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let v = r.assert_ok().json();
+    assert!(charts(&v).contains(&"diff-chart"), "{v}");
+    let verdict = v["verdict"]["result"].as_str().unwrap();
+    assert!(["faster", "slower", "unchanged"].contains(&verdict));
+    let html = std::fs::read_to_string(&out).unwrap();
+    assert!(html.contains(&format!("<b>{verdict}</b>")));
+    // A baseline that is not a capture is a path error naming it.
+    let r = sb.run(&[
+        "report",
+        threaded.to_str().unwrap(),
+        "--baseline",
+        "/nonexistent/base",
+    ]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(
+        r.error()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent/base")
+    );
 }
