@@ -262,3 +262,54 @@ fn with_a_baseline_the_report_shows_the_verdict_and_the_op_changes() {
             .contains("/nonexistent/base")
     );
 }
+
+#[test]
+fn over_mcp_both_tools_answer_with_the_path_they_wrote() {
+    use std::io::Write;
+    let sb = Sandbox::new();
+    let run = cpu_run();
+    let mut child = sb
+        .cmd()
+        .args(["mcp", "--root"])
+        .arg(fixtures())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let call = |id: u32, tool: &str| {
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": {"path": run.to_str().unwrap()}}})
+    };
+    for msg in [
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-03-26", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}}}),
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        call(2, "export_trace"),
+        call(3, "report"),
+    ] {
+        writeln!(stdin, "{msg}").unwrap();
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let mut seen = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        if v["id"] == 2 || v["id"] == 3 {
+            let r: Value =
+                serde_json::from_str(v["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+            assert_eq!(r["status"], "written_to_file", "{r}");
+            let path = PathBuf::from(r["path"].as_str().unwrap());
+            assert!(
+                path.starts_with(sb.path()) && path.is_file(),
+                "{}",
+                path.display()
+            );
+            seen.push(v["id"].as_u64().unwrap());
+        }
+    }
+    seen.sort();
+    assert_eq!(seen, vec![2, 3]);
+}
