@@ -192,14 +192,10 @@ pub fn hbars(id: &str, items: &[(String, f64, String)], unit: &str) -> String {
     for (k, (label, v, note)) in items.iter().enumerate() {
         let y = TOP + k as f64 * row;
         let w = (v / max * plot_w).max(1.0);
-        let short = short(label);
+        row_label(&mut out, label, label_w, y);
         let _ = write!(
             out,
-            r##"<text x="{:.1}" y="{:.1}" text-anchor="end"><title>{}</title>{}</text><rect x="{label_w}" y="{:.1}" width="{w:.2}" height="{:.1}" fill="{}"><title>{}: {} {}</title></rect><text x="{:.1}" y="{:.1}">{} {} {}</text>"##,
-            label_w - 8.0,
-            y + 15.0,
-            esc(label),
-            esc(&short),
+            r##"<rect x="{label_w}" y="{:.1}" width="{w:.2}" height="{:.1}" fill="{}"><title>{}: {} {}</title></rect><text x="{:.1}" y="{:.1}">{} {} {}</text>"##,
             y + 3.0,
             row - 6.0,
             PALETTE[0],
@@ -249,13 +245,10 @@ pub fn delta_bars(id: &str, items: &[(String, f64, String)], unit: &str) -> Stri
         } else {
             (zero, PALETTE[3], zero + w + 4.0, "start")
         };
+        row_label(&mut out, label, label_w, y);
         let _ = write!(
             out,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="end"><title>{}</title>{}</text><rect x="{x:.2}" y="{:.1}" width="{w:.2}" height="{:.1}" fill="{colour}"><title>{}: {} {} {}</title></rect><text x="{tx:.1}" y="{:.1}" text-anchor="{anchor}">{}{} {}</text>"#,
-            label_w - 8.0,
-            y + 15.0,
-            esc(label),
-            esc(&short(label)),
+            r#"<rect x="{x:.2}" y="{:.1}" width="{w:.2}" height="{:.1}" fill="{colour}"><title>{}: {} {} {}</title></rect><text x="{tx:.1}" y="{:.1}" text-anchor="{anchor}">{}{} {}</text>"#,
             y + 3.0,
             row - 6.0,
             esc(label),
@@ -277,12 +270,21 @@ pub fn delta_bars(id: &str, items: &[(String, f64, String)], unit: &str) -> Stri
     out
 }
 
-fn short(label: &str) -> String {
-    if label.chars().count() > 44 {
+/// A bar's label, right-aligned before `label_w`: cut to 44 characters, whole in its tooltip.
+fn row_label(out: &mut String, label: &str, label_w: f64, y: f64) {
+    let short: String = if label.chars().count() > 44 {
         label.chars().take(43).chain(['…']).collect()
     } else {
         label.to_string()
-    }
+    };
+    let _ = write!(
+        out,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="end"><title>{}</title>{}</text>"#,
+        label_w - 8.0,
+        y + 15.0,
+        esc(label),
+        esc(&short)
+    );
 }
 
 /// A point of the roofline: operational intensity (FLOP/byte), rate (GFLOP/s).
