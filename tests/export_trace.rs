@@ -131,6 +131,11 @@ fn bad_input_is_one_json_error_with_the_conventional_exit_code() {
             "end_us",
         ),
         (
+            vec![run_dir("matmul"), "--gzip_level".into(), "12".into()],
+            4,
+            "gzip_level",
+        ),
+        (
             vec![
                 run_dir("matmul"),
                 "-o".into(),

@@ -112,7 +112,8 @@ fn chromium() -> Option<PathBuf> {
 
 /// Screenshot `html` (a file) at 1000 px wide; returns the PNG and the console messages.
 fn screenshot(browser: &Path, html: &Path, png: &Path) -> Vec<String> {
-    let profile = png.with_extension("profile");
+    let profile = tempfile::tempdir().unwrap();
+    let profile = profile.path();
     let out = Command::new(browser)
         .args([
             "--headless",
@@ -225,4 +226,90 @@ fn reports_render_in_chromium_with_every_chart_drawn() {
             assert!(charts(&v).contains(c), "{name}: {c} not drawn");
         }
     }
+}
+
+#[test]
+fn with_a_baseline_the_report_shows_the_verdict_and_the_op_changes() {
+    let sb = Sandbox::new();
+    let out = sb.path().join("diff.html");
+    let threaded = fixtures().join("jax-cpu/logdir/plugins/profile/threaded");
+    let r = sb.run(&[
+        "report",
+        threaded.to_str().unwrap(),
+        "--baseline",
+        cpu_run().to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let v = r.assert_ok().json();
+    assert!(charts(&v).contains(&"diff-chart"), "{v}");
+    let verdict = v["verdict"]["result"].as_str().unwrap();
+    assert!(["faster", "slower", "unchanged"].contains(&verdict));
+    let html = std::fs::read_to_string(&out).unwrap();
+    assert!(html.contains(&format!("<b>{verdict}</b>")));
+    // A baseline that is not a capture is a path error naming it.
+    let r = sb.run(&[
+        "report",
+        threaded.to_str().unwrap(),
+        "--baseline",
+        "/nonexistent/base",
+    ]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(
+        r.error()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent/base")
+    );
+}
+
+#[test]
+fn over_mcp_both_tools_answer_with_the_path_they_wrote() {
+    use std::io::Write;
+    let sb = Sandbox::new();
+    let run = cpu_run();
+    let mut child = sb
+        .cmd()
+        .args(["mcp", "--root"])
+        .arg(fixtures())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let call = |id: u32, tool: &str| {
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": {"path": run.to_str().unwrap()}}})
+    };
+    for msg in [
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-03-26", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}}}),
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        call(2, "export_trace"),
+        call(3, "report"),
+    ] {
+        writeln!(stdin, "{msg}").unwrap();
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let mut seen = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        if v["id"] == 2 || v["id"] == 3 {
+            let r: Value =
+                serde_json::from_str(v["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+            assert_eq!(r["status"], "written_to_file", "{r}");
+            let path = PathBuf::from(r["path"].as_str().unwrap());
+            assert!(
+                path.starts_with(sb.path()) && path.is_file(),
+                "{}",
+                path.display()
+            );
+            seen.push(v["id"].as_u64().unwrap());
+        }
+    }
+    seen.sort();
+    assert_eq!(seen, vec![2, 3]);
 }

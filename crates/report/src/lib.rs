@@ -34,6 +34,9 @@ pub struct Inputs<'a> {
     pub input_pipeline: Option<(String, String)>,
     /// `smart_suggestions`' list.
     pub suggestions: Vec<Value>,
+    /// `xprof_views::diff::diff` against a baseline capture (`report --baseline`), and the
+    /// baseline's run name.
+    pub diff: Option<(String, Map<String, Value>)>,
 }
 
 /// Escape text for HTML (and SVG) content and attributes.
@@ -70,10 +73,17 @@ pub const SECTIONS: &[(&str, &str)] = &[
     ("memory", "Memory timeline"),
     ("input", "Input pipeline"),
     ("suggestions", "Suggestions"),
+    ("diff", "Compared with the baseline"),
 ];
 
 /// The charts a complete report draws (`<svg id=...>`), for tests and screenshots.
-pub const CHARTS: &[&str] = &["steps-chart", "ops-chart", "roofline-chart", "memory-chart"];
+pub const CHARTS: &[&str] = &[
+    "steps-chart",
+    "ops-chart",
+    "roofline-chart",
+    "memory-chart",
+    "diff-chart",
+];
 
 const CSS: &str = "body{font-family:sans-serif;margin:24px auto;max-width:960px;color:#222}\
 h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:32px}\
@@ -102,6 +112,9 @@ pub fn render(inp: &Inputs<'_>) -> String {
         esc(&run)
     );
     for (id, title) in SECTIONS {
+        if *id == "diff" && inp.diff.is_none() {
+            continue;
+        }
         let _ = write!(out, r#"<section id="{id}"><h2>{title}</h2>"#);
         match *id {
             "summary" => summary(&mut out, inp),
@@ -111,7 +124,8 @@ pub fn render(inp: &Inputs<'_>) -> String {
             "roofline" => roofline(&mut out, &inp.roofline),
             "memory" => memory(&mut out, &inp.memory),
             "input" => input(&mut out, &inp.input_pipeline),
-            _ => suggestions(&mut out, &inp.suggestions),
+            "suggestions" => suggestions(&mut out, &inp.suggestions),
+            _ => diff(&mut out, inp.diff.as_ref()),
         }
         out.push_str("</section>");
     }
@@ -507,6 +521,66 @@ fn input(out: &mut String, ip: &Option<(String, String)>) {
     }
 }
 
+/// Ops drawn in the change chart (the largest changes, as the diff orders them).
+const DIFF_OPS: usize = 15;
+
+fn diff(out: &mut String, d: Option<&(String, Map<String, Value>)>) {
+    let Some((baseline, d)) = d else { return };
+    let v = g(d, "verdict");
+    let _ = write!(
+        out,
+        "<p>Against <b>{}</b>: <b>{}</b> by {} ({}{} %).</p>",
+        esc(baseline),
+        esc(&text(&v["result"])),
+        esc(&text(&v["decided_by"])),
+        if v["delta_pct"].as_f64().unwrap_or(0.0) > 0.0 {
+            "+"
+        } else {
+            ""
+        },
+        svg::num(v["delta_pct"].as_f64().unwrap_or(0.0))
+    );
+    let st = g(d, "step_time");
+    if st.is_object() {
+        let _ = write!(
+            out,
+            "<p>Step time, {}: {} ms → {} ms.</p>",
+            esc(&text(&st["basis"])),
+            svg::num(st["baseline_ms"].as_f64().unwrap_or(0.0)),
+            svg::num(st["optimized_ms"].as_f64().unwrap_or(0.0))
+        );
+    } else if let Some(why) = d.get("step_time_reason") {
+        let _ = write!(out, "<p>{}</p>", esc(&text(why)));
+    }
+    let ops = &g(d, "by_hlo_op")["records"];
+    let unit = text(&g(d, "op_time")["unit"]);
+    let items: Vec<(String, f64, String)> = ops
+        .as_array()
+        .into_iter()
+        .flatten()
+        .take(DIFF_OPS)
+        .map(|r| {
+            (
+                format!("{}/{}", text(&r["module"]), text(&r["hlo_op"])),
+                r["delta_us"].as_f64().unwrap_or(0.0),
+                text(&r["status"]),
+            )
+        })
+        .collect();
+    if items.is_empty() {
+        missing(out, "no HLO op in either capture to compare");
+        return;
+    }
+    let _ = write!(
+        out,
+        "<p>The {} ops whose self time changed most ({}).</p>",
+        items.len(),
+        esc(&unit)
+    );
+    let unit = unit.replace("us ", "µs ");
+    out.push_str(&svg::delta_bars("diff-chart", &items, &unit));
+}
+
 fn suggestions(out: &mut String, list: &[Value]) {
     if list.is_empty() {
         out.push_str("<p>No rule fired.</p>");
@@ -568,13 +642,15 @@ mod tests {
             memory: Err("no allocator events".into()),
             input_pipeline: Some(("both".into(), "POTENTIALLY input-bound".into())),
             suggestions: vec![json!({"ruleName": "R", "suggestionText": "do <this>", "signals": {"x": 1.5}})],
+            diff: None,
         }
     }
 
     #[test]
     fn a_cpu_report_draws_steps_and_ops_and_says_what_the_capture_lacks() {
         let html = render(&cpu_like());
-        for (id, _) in SECTIONS {
+        // Every section but the diff, which only a --baseline report has.
+        for (id, _) in SECTIONS.iter().filter(|s| s.0 != "diff") {
             assert!(html.contains(&format!("<section id=\"{id}\">")), "{id}");
         }
         assert!(html.contains("<svg id=\"steps-chart\""));
@@ -607,5 +683,30 @@ mod tests {
         let html = render(&inp);
         assert!(!html.contains("<svg id=\"steps-chart\""));
         assert!(html.contains("Not in this capture: no step markers"));
+    }
+
+    #[test]
+    fn a_diff_draws_faster_ops_left_and_slower_ops_right() {
+        let mut inp = cpu_like();
+        assert!(!render(&inp).contains("<section id=\"diff\">"));
+        inp.diff = Some((
+            "base".into(),
+            json!({
+                "verdict": {"result": "slower", "decided_by": "average step time", "delta_pct": 24.6},
+                "step_time": {"basis": "all steps", "baseline_ms": 10.0, "optimized_ms": 12.46},
+                "op_time": {"unit": "us per step"},
+                "by_hlo_op": {"records": [
+                    {"module": "m", "hlo_op": "dot", "status": "slower", "delta_us": 50.0},
+                    {"module": "m", "hlo_op": "add", "status": "faster", "delta_us": -10.0},
+                ]},
+            })
+            .as_object()
+            .unwrap()
+            .clone(),
+        ));
+        let html = render(&inp);
+        assert!(html.contains("<svg id=\"diff-chart\""));
+        assert!(html.contains("<b>slower</b> by average step time (+24.6 %)"));
+        assert!(html.contains("+50 µs per step") && html.contains("-10 µs per step"));
     }
 }

@@ -127,7 +127,7 @@ pub fn stacked_bars(
     for (k, (label, values)) in bars.iter().enumerate() {
         let x = LEFT + k as f64 * slot + (slot - bw) / 2.0;
         let mut y = TOP + plot_h;
-        for &i in &used {
+        for (j, &i) in used.iter().enumerate() {
             let v = values.get(i).copied().unwrap_or(0.0);
             if v <= 0.0 {
                 continue;
@@ -137,7 +137,7 @@ pub fn stacked_bars(
             let _ = write!(
                 out,
                 r#"<rect x="{x:.2}" y="{y:.2}" width="{bw:.2}" height="{hgt:.2}" fill="{}"><title>{} — {}: {} {}</title></rect>"#,
-                PALETTE[i % PALETTE.len()],
+                PALETTE[j % PALETTE.len()],
                 esc(label),
                 esc(&series[i]),
                 num(v),
@@ -168,7 +168,7 @@ pub fn stacked_bars(
             out,
             r#"<rect x="{x}" y="{:.1}" width="12" height="12" fill="{}"/><text x="{}" y="{:.1}">{}</text>"#,
             y - 10.0,
-            PALETTE[i % PALETTE.len()],
+            PALETTE[j % PALETTE.len()],
             x + 16.0,
             y,
             esc(&series[i])
@@ -183,7 +183,8 @@ pub fn hbars(id: &str, items: &[(String, f64, String)], unit: &str) -> String {
     let row = 22.0;
     let label_w = 300.0;
     let h = TOP + items.len() as f64 * row + 40.0;
-    let plot_w = W - label_w - 170.0;
+    // Room after the longest bar for its value and note.
+    let plot_w = W - label_w - 260.0;
     let mut out = String::new();
     open(&mut out, id, h, unit);
     let max = items.iter().map(|i| i.1).fold(0.0, f64::max);
@@ -191,18 +192,10 @@ pub fn hbars(id: &str, items: &[(String, f64, String)], unit: &str) -> String {
     for (k, (label, v, note)) in items.iter().enumerate() {
         let y = TOP + k as f64 * row;
         let w = (v / max * plot_w).max(1.0);
-        let short: String = if label.chars().count() > 44 {
-            label.chars().take(43).chain(['…']).collect()
-        } else {
-            label.clone()
-        };
+        row_label(&mut out, label, label_w, y);
         let _ = write!(
             out,
-            r##"<text x="{:.1}" y="{:.1}" text-anchor="end"><title>{}</title>{}</text><rect x="{label_w}" y="{:.1}" width="{w:.2}" height="{:.1}" fill="{}"><title>{}: {} {}</title></rect><text x="{:.1}" y="{:.1}">{} {} {}</text>"##,
-            label_w - 8.0,
-            y + 15.0,
-            esc(label),
-            esc(&short),
+            r##"<rect x="{label_w}" y="{:.1}" width="{w:.2}" height="{:.1}" fill="{}"><title>{}: {} {}</title></rect><text x="{:.1}" y="{:.1}">{} {} {}</text>"##,
             y + 3.0,
             row - 6.0,
             PALETTE[0],
@@ -224,6 +217,74 @@ pub fn hbars(id: &str, items: &[(String, f64, String)], unit: &str) -> String {
         esc(unit)
     );
     out
+}
+
+/// Horizontal bars around zero (changes): negative to the left in blue (faster), positive to
+/// the right in vermillion (slower); (label, value, note).
+pub fn delta_bars(id: &str, items: &[(String, f64, String)], unit: &str) -> String {
+    let row = 22.0;
+    let label_w = 300.0;
+    let h = TOP + items.len() as f64 * row + 40.0;
+    let plot_w = W - label_w - 40.0;
+    let zero = label_w + plot_w / 2.0;
+    let max = items.iter().map(|i| i.1.abs()).fold(0.0, f64::max);
+    let max = if max > 0.0 { max } else { 1.0 };
+    let half = plot_w / 2.0 - 90.0;
+    let mut out = String::new();
+    open(&mut out, id, h, unit);
+    let _ = write!(
+        out,
+        r##"<line x1="{zero}" x2="{zero}" y1="{TOP}" y2="{:.1}" stroke="#555"/>"##,
+        h - 36.0
+    );
+    for (k, (label, v, note)) in items.iter().enumerate() {
+        let y = TOP + k as f64 * row;
+        let w = (v.abs() / max * half).max(1.0);
+        let (x, colour, tx, anchor) = if *v < 0.0 {
+            (zero - w, PALETTE[0], zero - w - 4.0, "end")
+        } else {
+            (zero, PALETTE[3], zero + w + 4.0, "start")
+        };
+        row_label(&mut out, label, label_w, y);
+        let _ = write!(
+            out,
+            r#"<rect x="{x:.2}" y="{:.1}" width="{w:.2}" height="{:.1}" fill="{colour}"><title>{}: {} {} {}</title></rect><text x="{tx:.1}" y="{:.1}" text-anchor="{anchor}">{}{} {}</text>"#,
+            y + 3.0,
+            row - 6.0,
+            esc(label),
+            num(*v),
+            esc(unit),
+            esc(note),
+            y + 15.0,
+            if *v > 0.0 { "+" } else { "" },
+            num(*v),
+            esc(unit)
+        );
+    }
+    let _ = write!(
+        out,
+        r#"<text x="{zero:.1}" y="{:.1}" text-anchor="middle">change ({}; left faster, right slower)</text></svg>"#,
+        h - 12.0,
+        esc(unit)
+    );
+    out
+}
+
+/// A bar's label, right-aligned before `label_w`: cut to 44 characters, whole in its tooltip.
+fn row_label(out: &mut String, label: &str, label_w: f64, y: f64) {
+    let short: String = if label.chars().count() > 44 {
+        label.chars().take(43).chain(['…']).collect()
+    } else {
+        label.to_string()
+    };
+    let _ = write!(
+        out,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="end"><title>{}</title>{}</text>"#,
+        label_w - 8.0,
+        y + 15.0,
+        esc(label),
+        esc(&short)
+    );
 }
 
 /// A point of the roofline: operational intensity (FLOP/byte), rate (GFLOP/s).

@@ -23,6 +23,12 @@
 //! Stat values: integers as JSON numbers when a double holds them exactly (|v| ≤ 2^53), else as
 //! strings (64-bit ids); doubles as numbers (non-finite ones as strings); strings as strings;
 //! bytes as `"<N bytes>"`.
+//!
+//! Measured (release build, 2 cores, gzip level 1 as `export_trace` defaults to): a 56.8 MB
+//! capture of 1.6 M events (262 MB of JSON) in 1.4 s at 76 MB peak RSS, 33 MB written (1.45×
+//! `gzip -6` of the same JSON, which alone takes 3.1 s); a 535 MB one of 15.2 M events in 13 s
+//! at 542 MB peak RSS, nearly all of it the mapped capture. Both were made from the corpus's
+//! `mlp_train` with `scale_xspace.py` (×100, ×950).
 
 use std::io::{self, Write};
 
@@ -429,6 +435,20 @@ mod tests {
             .collect()
     }
 
+    /// (pid, process_name) of every process, in trace order.
+    fn process_names(v: &Value) -> Vec<(u64, &str)> {
+        events(v, "M")
+            .iter()
+            .filter(|m| m["name"] == "process_name")
+            .map(|m| {
+                (
+                    m["pid"].as_u64().unwrap(),
+                    m["args"]["name"].as_str().unwrap(),
+                )
+            })
+            .collect()
+    }
+
     fn gpu_capture() -> XSpaceBuilder {
         XSpaceBuilder::new()
             .plane("/host:CPU", |p| {
@@ -461,16 +481,7 @@ mod tests {
     fn planes_are_processes_and_lines_threads_with_jaxs_ids() {
         let (v, s) = export(&gpu_capture(), &Filter::default());
         let meta = events(&v, "M");
-        let names: Vec<(u64, &str)> = meta
-            .iter()
-            .filter(|m| m["name"] == "process_name")
-            .map(|m| {
-                (
-                    m["pid"].as_u64().unwrap(),
-                    m["args"]["name"].as_str().unwrap(),
-                )
-            })
-            .collect();
+        let names = process_names(&v);
         // The host plane is 701, a device plane 1 + its id; an empty plane is no process.
         assert_eq!(names, vec![(701, "/host:CPU"), (4, "/device:GPU:0")]);
         let thread = meta
@@ -556,16 +567,7 @@ mod tests {
             .unwrap();
         let (bytes, s) = w.finish().unwrap();
         let v: Value = serde_json::from_slice(&bytes).unwrap();
-        let names: Vec<(u64, &str)> = events(&v, "M")
-            .iter()
-            .filter(|m| m["name"] == "process_name")
-            .map(|m| {
-                (
-                    m["pid"].as_u64().unwrap(),
-                    m["args"]["name"].as_str().unwrap(),
-                )
-            })
-            .collect();
+        let names = process_names(&v);
         assert_eq!(
             names,
             vec![

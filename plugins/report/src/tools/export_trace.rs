@@ -73,6 +73,12 @@ impl Tool for ExportTrace {
             .number("start_us", "Keep events that end at or after this time (µs, as the trace's ts).", None)
             .number("end_us", "Keep events that start at or before this time (µs).", None)
             .string("line_regex", "Keep only lines (threads) whose name this regex finds (unanchored).")
+            .integer_min(
+                "gzip_level",
+                "Gzip level, 0–9: 1 (the default) writes a 56 MB capture's 260 MB of JSON in ~1.4 s at ~1.45× the size of gzip -6; 6 is ~3× slower for a third less.",
+                Some(1),
+                0,
+            )
     }
     fn output(&self) -> &'static str {
         "{capture, run, status: \"written_to_file\", path, bytes, sha256, content_type, events, counters, flows, processes, threads}"
@@ -93,6 +99,14 @@ impl Tool for ExportTrace {
     }
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let filter = filter(call)?;
+        let level = call.i64_or("gzip_level", 1)?;
+        if !(0..=9).contains(&level) {
+            return Err(
+                ToolError::invalid(format!("gzip_level {level} is not between 0 and 9"))
+                    .with_hint("pass --gzip_level 1 (fast, the default) to 9 (smallest)"),
+            );
+        }
+        let level = level as u32;
         let s = session(call)?;
         let host = call.opt_nonempty("host")?;
         let hosts = s.select_hosts(host.as_deref()).map_err(capture_error)?;
@@ -122,8 +136,13 @@ impl Tool for ExportTrace {
             Ok(w.finish().map_err(trace_error)?.1)
         };
         let (summary, out) = if gzip {
-            let mut gz = GzEncoder::new(out, Compression::default());
-            let summary = write(&mut gz)?;
+            // The trace is written in small pieces; the compressor wants large ones.
+            let gz = GzEncoder::new(out, Compression::new(level));
+            let mut buf = std::io::BufWriter::with_capacity(1 << 18, gz);
+            let summary = write(&mut buf)?;
+            let gz = buf
+                .into_inner()
+                .map_err(|e| trace_error(e.into_error().into()))?;
             (summary, gz.finish().map_err(|e| trace_error(e.into()))?)
         } else {
             let mut out = out;

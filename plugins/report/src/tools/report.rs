@@ -26,7 +26,8 @@ impl Tool for Report {
          (get_hlo_stats), the roofline with its ridge points and custom calls marked \
          (get_roofline_model, TPU/GPU), the memory timeline with its peak and the buffers live \
          at it (get_memory_profile, first host), the input-pipeline verdict and the \
-         suggestions (get_smart_suggestions). A section the capture cannot fill says why. \
+         suggestions (get_smart_suggestions); with --baseline, the verdict and the per-op \
+         changes against that capture (diff_sessions). A section the capture cannot fill says why. \
          Returns the written_to_file envelope with the charts drawn and the sections missing."
     }
     fn params(&self) -> Params {
@@ -39,9 +40,14 @@ impl Tool for Report {
                 None,
             )
             .short("output_path", 'o')
+            .path(
+                "baseline",
+                "A baseline capture (logdir, run directory or .xplane.pb; all its hosts) to compare with: adds the verdict and the per-op changes (diff_sessions).",
+                None,
+            )
     }
     fn output(&self) -> &'static str {
-        "{capture, run, status: \"written_to_file\", path, bytes, sha256, content_type: \"text/html\", charts, missing: {section: reason}}"
+        "{capture, run, status: \"written_to_file\", path, bytes, sha256, content_type: \"text/html\", charts, missing: {section: reason}, verdict? (with --baseline)}"
     }
     fn examples(&self) -> Vec<Example> {
         vec![
@@ -50,6 +56,11 @@ impl Tool for Report {
                 json!({"path": "${FIXTURES}/jax-cpu/logdir", "run": "mlp_steps"}),
             )
             .expect(&["path", "charts", "missing"]),
+            Example::new(
+                "A two-thread run against the one-thread baseline: the per-op changes",
+                json!({"path": "${FIXTURES}/jax-cpu/logdir/plugins/profile/threaded", "baseline": "${FIXTURES}/jax-cpu/logdir/plugins/profile/mlp_steps"}),
+            )
+            .expect(&["path", "charts", "verdict"]),
             Example::new(
                 "Report of the shared TPU v6e capture",
                 json!({"path": "${CORPUS}/fixtures/seed-v6e/logdir"}),
@@ -125,6 +136,38 @@ impl Tool for Report {
             )),
         };
 
+        let diff = match call.opt_nonempty("baseline")? {
+            None => None,
+            Some(b) => {
+                let bs = xprof_capture::resolve(&xprof_capture::Selector {
+                    path: Some(b),
+                    ..Default::default()
+                })
+                .map_err(capture_error)?;
+                for d in &bs.scanned_dirs {
+                    call.read_dir(d);
+                }
+                for f in bs.hosts.iter().map(|h| &h.path).chain(&bs.hlo_protos) {
+                    call.read_file(f);
+                }
+                let blist: Vec<(String, std::path::PathBuf)> = bs
+                    .hosts
+                    .iter()
+                    .map(|h| (h.name.clone(), h.path.clone()))
+                    .collect();
+                let brun =
+                    xprof_views::load::load_hosts(&blist, &bs.hlo_protos).map_err(views_error)?;
+                let bst = brun
+                    .op_stats()
+                    .ok_or_else(|| ToolError::internal("the baseline has no host"))?;
+                let d = xprof_views::diff::diff(
+                    xprof_views::diff::Compared::new(&bst),
+                    xprof_views::diff::Compared::new(&st),
+                    Default::default(),
+                );
+                Some((bs.run.clone(), d))
+            }
+        };
         let inputs = Inputs {
             capture: s.capture_block(&hosts, &run.warnings),
             overview,
@@ -133,6 +176,7 @@ impl Tool for Report {
             memory,
             input_pipeline,
             suggestions,
+            diff,
         };
         let html = xprof_report::render(&inputs);
         let mut out = out;
@@ -163,6 +207,12 @@ impl Tool for Report {
         let mut body = Map::new();
         body.insert("charts".into(), json!(charts));
         body.insert("missing".into(), Value::Object(missing));
+        if let Some((_, d)) = &inputs.diff {
+            body.insert(
+                "verdict".into(),
+                d.get("verdict").cloned().unwrap_or(Value::Null),
+            );
+        }
         Ok(written_to_file(&s, &hosts, &run.warnings, &written, "text/html", body).into())
     }
 }
