@@ -270,7 +270,7 @@ fn over_mcp_both_tools_answer_with_the_path_they_wrote() {
     let run = cpu_run();
     let mut child = sb
         .cmd()
-        .args(["mcp", "--root"])
+        .args(["mcp", "--plugin", "report", "--root"])
         .arg(fixtures())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())

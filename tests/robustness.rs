@@ -736,11 +736,19 @@ impl HttpMcp {
     fn start(sb: &Sandbox, root: &std::path::Path, env: &[(&str, &str)]) -> HttpMcp {
         use std::io::BufRead;
         let mut c = sb.cmd();
-        c.args(["--no_cache", "mcp", "--http", "127.0.0.1:0", "--root"])
-            .arg(root)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+        c.args([
+            "--no_cache",
+            "mcp",
+            "--tools",
+            "all",
+            "--http",
+            "127.0.0.1:0",
+            "--root",
+        ])
+        .arg(root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
         for (k, v) in env {
             c.env(k, v);
         }

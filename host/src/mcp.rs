@@ -12,6 +12,7 @@
 
 mod framing;
 mod http;
+pub mod surface;
 pub mod worker;
 
 use std::borrow::Cow;
@@ -21,8 +22,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams,
+    GetPromptResponse, Implementation, JsonObject, ListPromptsResult, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -78,6 +80,7 @@ struct McpOpts {
     token: Option<String>,
     roots: Vec<PathBuf>,
     limits: worker::Limits,
+    selection: surface::Selection,
 }
 
 /// `--http` without an address.
@@ -85,6 +88,7 @@ const DEFAULT_HTTP: &str = "127.0.0.1:8792";
 
 fn parse_opts(args: &[String]) -> Result<McpOpts, ToolError> {
     let mut o = McpOpts::default();
+    let mut tools_given = false;
     let mut it = args.iter().peekable();
     while let Some(a) = it.next() {
         // A bare `--http` (nothing after it, or another flag) means the default address.
@@ -110,6 +114,16 @@ fn parse_opts(args: &[String]) -> Result<McpOpts, ToolError> {
             "__http" => o.http = Some(value("--http")?),
             "__token" => o.token = Some(value("--token")?),
             "__root" => o.roots.push(PathBuf::from(value("--root")?)),
+            "__tools" => {
+                if !tools_given {
+                    o.selection.sets.clear();
+                    tools_given = true;
+                }
+                o.selection
+                    .sets
+                    .extend(surface::parse_sets(&value("--tools")?));
+            }
+            "__plugin" => o.selection.plugins.push(value("--plugin")?),
             "__call_timeout_s" => {
                 let v = value("--call_timeout_s")?;
                 o.limits.timeout = v
@@ -140,7 +154,8 @@ fn parse_opts(args: &[String]) -> Result<McpOpts, ToolError> {
                 return Err(
                     ToolError::usage(format!("unknown argument `{a}` to `xprof mcp`")).with_hint(
                         "usage: xprof mcp [--http 127.0.0.1:8792] [--token T] [--root DIR]... \
-                         [--call_timeout_s S] [--call_max_rss_mb MB]",
+                         [--tools SET,...] [--plugin NAME]... [--call_timeout_s S] \
+                         [--call_max_rss_mb MB]",
                     ),
                 );
             }
@@ -157,7 +172,8 @@ fn parse_opts(args: &[String]) -> Result<McpOpts, ToolError> {
 const HELP: &str = "\
 xprof mcp: serve every xprof tool over the Model Context Protocol
 
-Usage: xprof mcp [--http [ADDR]] [--token TOKEN] [--root DIR]... [--call_timeout_s S] [--call_max_rss_mb MB]
+Usage: xprof mcp [--http [ADDR]] [--token TOKEN] [--root DIR]... [--tools SET,...] [--plugin NAME]...
+                 [--call_timeout_s S] [--call_max_rss_mb MB]
 
   (default)        stdio transport: the client starts `xprof mcp` and speaks JSON-RPC on stdin/stdout
   --http [ADDR]    streamable HTTP at http://ADDR/mcp (default 127.0.0.1:8792; a bare port means
@@ -167,6 +183,12 @@ Usage: xprof mcp [--http [ADDR]] [--token TOKEN] [--root DIR]... [--call_timeout
   --root DIR       directory that path arguments must lie in (repeatable). Default: $XPROF_LOGDIR,
                    $XLA_HLO_DUMP_DIR and $XLA_JF_DUMP_DIR where set, else the working directory.
                    Over stdio the roots a client announces (roots/list) are added.
+  --tools SET,...  the tools to list and serve: `triage` (the default: the tools that answer why a
+                   program is slow or out of memory, ~17 tools), `all`, or a plugin's name (`core`,
+                   `hlo`, `kernel`, ...); repeatable and combinable (`--tools triage,hlo`). The
+                   example-vendor plugin's tools are listed only with `all` or `--plugin`.
+                   `describe_tool` is always listed: the full description of any tool.
+  --plugin NAME    add every tool of that plugin (repeatable)
   --call_timeout_s S     each tool call runs in its own worker process, stopped (an isError
                          result naming the limit) after S seconds (default 300)
   --call_max_rss_mb MB   ... or once it holds more than MB MiB of anonymous memory (default
@@ -326,7 +348,7 @@ pub fn mcp_tool(t: &ToolEntry) -> Tool {
             json!({"type": "boolean", "description": FULL_DESCRIPTION}),
         );
     }
-    Tool::new(t.name.clone(), description(t), Arc::new(schema))
+    surface::listed_tool(t, schema)
 }
 
 fn json_type(v: &Value) -> &'static str {
@@ -427,7 +449,11 @@ pub fn validate(t: &ToolEntry, args: &Map<String, Value>) -> Result<Map<String, 
 
 struct Shared {
     reg: Registry,
+    /// What tools/list returns.
     tools: Vec<Tool>,
+    /// The tools served (canonical names); `describe_tool` is the host's own.
+    exposed: std::collections::BTreeSet<String>,
+    selection: surface::Selection,
     roots: Vec<PathBuf>,
     opts: GlobalOpts,
     /// This binary, re-executed as each call's worker.
@@ -448,6 +474,26 @@ const ROOTS_TIMEOUT: Duration = Duration::from_secs(10);
 impl XprofMcp {
     fn error_result(tool: &str, e: &ToolError) -> CallToolResponse {
         CallToolResult::structured_error(error_json(Some(tool), e)).into()
+    }
+
+    /// `describe_tool {name}`: answered by the host, no worker.
+    fn describe_tool(&self, args: JsonObject) -> CallToolResponse {
+        let name = match args.get("name") {
+            Some(Value::String(n)) if args.len() == 1 => n.clone(),
+            _ => {
+                let e = ToolError::usage(format!(
+                    "{}: takes one argument, `name` (a string)",
+                    surface::DESCRIBE_TOOL
+                ))
+                .with_hint("e.g. {\"name\": \"get_overview\"}");
+                return Self::error_result(surface::DESCRIBE_TOOL, &e);
+            }
+        };
+        let s = &self.shared;
+        match surface::describe(&s.reg, &s.exposed, &s.selection, &name) {
+            Ok(v) => CallToolResult::structured(v).into(),
+            Err(e) => Self::error_result(surface::DESCRIBE_TOOL, &e),
+        }
     }
 
     /// Roots the client announced, fetched once and again after `roots/list_changed`.
@@ -565,13 +611,18 @@ impl XprofMcp {
 
 impl ServerHandler for XprofMcp {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("xprof", VERSION))
-            .with_instructions(
-                "Answers questions about XProf profiler captures (logdir / run dir / .xplane.pb), \
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_prompts()
+                .build(),
+        )
+        .with_server_info(Implementation::new("xprof", VERSION))
+        .with_instructions(
+            "Answers questions about XProf profiler captures (logdir / run dir / .xplane.pb), \
                  XLA HLO dumps and TPU kernel dumps as JSON. Start with `list_runs` on a logdir; \
                  capture tools take `path` (a logdir, a run directory or one .xplane.pb).",
-            )
+        )
     }
 
     async fn list_tools(
@@ -588,7 +639,28 @@ impl ServerHandler for XprofMcp {
             .iter()
             .find(|t| t.name == name)
             .cloned()
-            .or_else(|| self.shared.reg.find(name).map(mcp_tool))
+            .or_else(|| {
+                let t = self.shared.reg.find(name)?;
+                self.shared.exposed.contains(&t.name).then(|| mcp_tool(t))
+            })
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Ok(ListPromptsResult::with_all_items(surface::prompts()))
+    }
+
+    async fn get_prompt(
+        &self,
+        req: GetPromptRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        surface::prompt(&req.name, &req.arguments.unwrap_or_default())
+            .map(Into::into)
+            .map_err(|e| McpError::invalid_params(e.message.clone(), Some(json!({"hint": e.hint}))))
     }
 
     async fn on_roots_list_changed(&self, _ctx: NotificationContext<RoleServer>) {
@@ -601,10 +673,27 @@ impl ServerHandler for XprofMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name: Cow<str> = req.name;
-        let Some(t) = self.shared.reg.find(&name) else {
+        if name == surface::DESCRIBE_TOOL {
+            return Ok(self.describe_tool(req.arguments.unwrap_or_default()));
+        }
+        let Some(t) = self
+            .shared
+            .reg
+            .find(&name)
+            .filter(|t| self.shared.exposed.contains(&t.name))
+        else {
+            let hint = if self.shared.reg.find(&name).is_some() {
+                format!(
+                    "`{name}` is not in this server's tool set ({}); restart it with \
+                     `xprof mcp --tools all`",
+                    self.shared.selection.describe()
+                )
+            } else {
+                "tools/list lists every tool".to_string()
+            };
             return Err(McpError::invalid_params(
                 format!("unknown tool `{name}`"),
-                Some(json!({"hint": "tools/list lists every tool"})),
+                Some(json!({ "hint": hint })),
             ));
         };
         // Bad arguments are the model's to fix: a tool result with `isError` (which it sees),
@@ -731,7 +820,17 @@ pub fn run(reg: Registry, args: &[String], g: &GlobalOpts) -> i32 {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
-    let mut tools: Vec<Tool> = reg.tools.values().map(mcp_tool).collect();
+    let exposed = match o.selection.resolve(&reg) {
+        Ok(e) => e,
+        Err(e) => return fail(e),
+    };
+    let mut tools: Vec<Tool> = reg
+        .tools
+        .values()
+        .filter(|t| exposed.contains(&t.name))
+        .map(mcp_tool)
+        .collect();
+    tools.push(surface::describe_tool_listing());
     tools.sort_by(|a, b| a.name.cmp(&b.name));
     let transport = o
         .http
@@ -739,8 +838,9 @@ pub fn run(reg: Registry, args: &[String], g: &GlobalOpts) -> i32 {
         .map_or("stdio".to_string(), |a| format!("http {a}"));
     // Printed by the transport once it is up: a failed bind is then the one stderr line.
     let banner = format!(
-        "xprof mcp {VERSION}: {} tools from {} plugin(s) over {transport}; roots ({roots_from}): {}",
+        "xprof mcp {VERSION}: {} tools ({}) from {} plugin(s) over {transport}; roots ({roots_from}): {}",
         tools.len(),
+        o.selection.describe(),
         reg.plugins.len(),
         roots
             .iter()
@@ -760,6 +860,8 @@ pub fn run(reg: Registry, args: &[String], g: &GlobalOpts) -> i32 {
         shared: Arc::new(Shared {
             reg,
             tools,
+            exposed,
+            selection: o.selection.clone(),
             roots,
             opts: g.clone(),
             exe,

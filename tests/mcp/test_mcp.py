@@ -130,7 +130,7 @@ async def check_session(session: ClientSession, ctx: dict) -> None:
     # tools/list: every canonical tool, no alias, schemas that are valid JSON Schema.
     listed = (await session.list_tools()).tools
     names = {t.name for t in listed}
-    assert names == ctx["canonical"], (names ^ ctx["canonical"])
+    assert names == ctx["canonical"] | {"describe_tool"}, (names ^ ctx["canonical"])
     assert not names & ctx["aliases"]
     for t in listed:
         schema = t.inputSchema
@@ -242,7 +242,7 @@ def ctx(xprof_bin, plugin_dir, sandbox, cache_dir) -> dict:
 def stdio_params(xprof_bin, plugin_dir, cache_dir, *extra) -> StdioServerParameters:
     return StdioServerParameters(
         command=str(xprof_bin),
-        args=[*base_args(plugin_dir), "mcp", *extra],
+        args=[*base_args(plugin_dir), "mcp", "--tools", "all", *extra],
         env=server_env(cache_dir),
     )
 
@@ -420,12 +420,82 @@ def test_stdio_malformed_messages_get_parse_errors_and_the_server_keeps_answerin
     assert answered[2]["result"]["structuredContent"] == ctx["cli_get_hosts"]
 
 
+def default_surface_params(xprof_bin, plugin_dir, cache_dir, ctx, *extra):
+    return StdioServerParameters(
+        command=str(xprof_bin),
+        args=[*base_args(plugin_dir), "mcp", "--root", str(ctx["root"]), *extra],
+        env=server_env(cache_dir),
+    )
+
+
+def test_default_tool_set_lists_within_40_kib_and_describe_tool_gives_the_rest(
+    xprof_bin, plugin_dir, cache_dir, ctx
+):
+    """Issue 33: tools/list of the default set, as the official client's json.dumps of
+    list_tools(), is at most 40 KiB; the example vendor tool is not in it; every tool has a
+    one-line description, readOnlyHint, and describe_tool returns the full text of any tool."""
+
+    async def go():
+        params = default_surface_params(xprof_bin, plugin_dir, cache_dir, ctx)
+        async with stdio_client(params) as (r, w):
+            async with ClientSession(r, w) as session:
+                await session.initialize()
+                listed = await session.list_tools()
+                size = len(json.dumps(listed.model_dump()))
+                assert size <= 40 * 1024, size
+                names = {t.name for t in listed.tools}
+                assert {"get_overview", "get_top_hlo_ops", "describe_tool"} <= names, names
+                assert "vendor_dump_inventory" not in names
+                assert names < ctx["canonical"] | {"describe_tool"}
+                for t in listed.tools:
+                    assert "\n" not in t.description, t.name
+                    assert t.annotations is not None and t.annotations.readOnlyHint is not None, t.name
+                described = await session.call_tool("describe_tool", {"name": "list_xplane_events"})
+                assert not described.isError, described.content
+                d = described.structuredContent
+                assert d["listed_by_this_server"] is False
+                assert "--tools all" in d["how_to_list"]
+                assert len(d["description"]) > 200 and "properties" in d["input_schema"]
+                # A tool outside the set is not served, and the error says how to get it.
+                with pytest.raises(McpError) as e:
+                    await session.call_tool("list_xplane_events", {"path": str(ctx["logdir"])})
+                assert "--tools all" in json.dumps(e.value.error.data), e.value.error
+                res = await session.call_tool("get_hosts", {"path": str(ctx["logdir"])})
+                assert res.structuredContent == ctx["cli_get_hosts"]
+                prompts = (await session.list_prompts()).prompts
+                assert {"why_is_it_slow", "why_out_of_memory", "what_changed"} <= {p.name for p in prompts}
+                got = await session.get_prompt("why_is_it_slow", {"path": str(ctx["logdir"])})
+                text = got.messages[0].content.text
+                assert str(ctx["logdir"]) in text and "get_overview" in text
+                for tool in ["get_overview", "get_top_hlo_ops", "get_smart_suggestions"]:
+                    assert tool in names, f"the prompt names {tool}, which the set lacks"
+
+    asyncio.run(go())
+
+
+def test_example_vendor_tool_is_listed_with_its_plugin_or_all(xprof_bin, plugin_dir, cache_dir, ctx):
+    async def names(*extra):
+        params = default_surface_params(xprof_bin, plugin_dir, cache_dir, ctx, *extra)
+        async with stdio_client(params) as (r, w):
+            async with ClientSession(r, w) as session:
+                await session.initialize()
+                return {t.name for t in (await session.list_tools()).tools}
+
+    with_plugin = asyncio.run(names("--plugin", "example-vendor"))
+    assert "vendor_dump_inventory" in with_plugin and "get_overview" in with_plugin
+    hlo_only = asyncio.run(names("--tools", "hlo"))
+    assert "get_hlo_dump" in hlo_only and "get_overview" not in hlo_only
+    assert "vendor_dump_inventory" in asyncio.run(names("--tools", "all"))
+
+
 def test_bad_mcp_arguments_are_usage_errors(xprof_bin, plugin_dir, cache_dir):
     for args, code, needle in [
         (["--bogus"], 2, "unknown argument `--bogus`"),
         (["--root", "/no/such/dir"], 3, "--root /no/such/dir"),
         (["--token"], 2, "--token needs a value"),
         (["--http", "127.0.0.1:99999"], 2, "cannot listen"),
+        (["--tools", "everything"], 2, "--tools everything: no such tool set"),
+        (["--plugin", "nope"], 2, "--plugin nope: no such plugin"),
     ]:
         proc = subprocess.run(
             [str(xprof_bin), *base_args(plugin_dir), "mcp", *args],
@@ -445,7 +515,7 @@ def test_bad_mcp_arguments_are_usage_errors(xprof_bin, plugin_dir, cache_dir):
 class HttpServer:
     def __init__(self, xprof_bin, plugin_dir, cache_dir, root, *extra, env_extra=None):
         self.proc = subprocess.Popen(
-            [str(xprof_bin), *base_args(plugin_dir), "mcp", "--http", "127.0.0.1:0",
+            [str(xprof_bin), *base_args(plugin_dir), "mcp", "--tools", "all", "--http", "127.0.0.1:0",
              "--root", str(root), *extra],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, env=server_env(cache_dir, **(env_extra or {})),

@@ -25,7 +25,8 @@ impl Mcp {
         env: &[(&str, &str)],
     ) -> Mcp {
         let mut c = sb.cmd();
-        c.args(["--no_cache", "mcp", "--root"])
+        // Every tool: these sessions exercise tools beyond the default (triage) set.
+        c.args(["--no_cache", "mcp", "--tools", "all", "--root"])
             .arg(root)
             .args(extra)
             .stdin(Stdio::piped())
