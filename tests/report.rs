@@ -70,7 +70,7 @@ fn device_captures() -> Vec<(&'static str, PathBuf, &'static [&'static str])> {
         (
             "tpu",
             c.join("fixtures/seed-v6e/logdir"),
-            &["ops-chart", "memory-chart"][..],
+            &["steps-chart", "ops-chart", "memory-chart"][..],
         ),
         (
             "gpu",

@@ -245,6 +245,7 @@ fn steps(out: &mut String, st: &Value) {
                 &why
             },
         );
+        inferred_steps(out, &st["steps_inferred"]);
         return;
     };
     let mut series: Vec<String> = Vec::new();
@@ -309,6 +310,38 @@ fn steps(out: &mut String, st: &Value) {
             svg::num(sm["step_time_ms_stddev"].as_f64().unwrap_or(0.0)),
         );
     }
+}
+
+/// The overview's `steps_inferred` (one step per module execution: ours, not XProf's), drawn
+/// as such when XProf found no steps.
+fn inferred_steps(out: &mut String, inf: &Value) {
+    let Some(list) = inf["steps"].as_array().filter(|l| !l.is_empty()) else {
+        return;
+    };
+    let bars: Vec<(String, Vec<f64>)> = list
+        .iter()
+        .take(MAX_STEPS_DRAWN)
+        .map(|s| {
+            (
+                text(&s["index"]),
+                vec![s["duration_ps"].as_f64().unwrap_or(0.0) / 1e9],
+            )
+        })
+        .collect();
+    let _ = write!(
+        out,
+        "<p>Inferred instead ({}): {} steps, average {} ms.</p>",
+        esc(&text(&inf["method"])),
+        list.len(),
+        svg::num(inf["steptime_ms_average"].as_f64().unwrap_or(0.0))
+    );
+    out.push_str(&svg::stacked_bars(
+        "steps-chart",
+        &["module execution (inferred step)".to_string()],
+        &bars,
+        "ms",
+        "inferred step",
+    ));
 }
 
 /// Ops shown in the bar chart.
@@ -683,6 +716,16 @@ mod tests {
         let html = render(&inp);
         assert!(!html.contains("<svg id=\"steps-chart\""));
         assert!(html.contains("Not in this capture: no step markers"));
+        // Inferred steps are drawn, and said to be inferred.
+        inp.overview["steps"]["steps_inferred"] = json!({
+            "method": "one step per XLA Modules execution (ours)",
+            "steptime_ms_average": 0.5,
+            "steps": [{"index": 0, "duration_ps": 4e8}, {"index": 1, "duration_ps": 6e8}],
+        });
+        let html = render(&inp);
+        assert!(html.contains("<svg id=\"steps-chart\""));
+        assert!(html.contains("Inferred instead (one step per XLA Modules execution (ours))"));
+        assert!(html.contains("1 — module execution (inferred step): 0.6 ms"));
     }
 
     #[test]
