@@ -221,7 +221,8 @@ fn every_tool_lists_full_in_its_mcp_schema() {
     mcp.finish();
     let tools = tools.as_array().unwrap();
     assert!(tools.len() > 40, "{}", tools.len());
-    for t in tools {
+    // describe_tool is the host's own, with a small answer of its own.
+    for t in tools.iter().filter(|t| t["name"] != "describe_tool") {
         let full = &t["inputSchema"]["properties"]["full"];
         assert_eq!(full["type"], "boolean", "{}", t["name"]);
     }

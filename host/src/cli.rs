@@ -27,7 +27,8 @@ pub struct GlobalOpts {
 }
 
 /// Output formats for people; JSON is the default.
-pub const FORMATS: &[&str] = &["json", "text", "table"];
+/// `compact` is one line of JSON (also `--compact`).
+pub const FORMATS: &[&str] = &["json", "compact", "text", "table"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
@@ -109,6 +110,11 @@ pub fn extract_globals(args: Vec<String>) -> Result<(GlobalOpts, Vec<String>), C
             "bypass_cache" => g.bypass_cache = parse_bool_flag(&a, inline.as_deref())?,
             "cache_ttl" => g.cache_ttl = Some(value("cache_ttl")?),
             "full" => g.full = parse_bool_flag(&a, inline.as_deref())?,
+            "compact" => {
+                if parse_bool_flag(&a, inline.as_deref())? {
+                    g.format = Some("compact".into());
+                }
+            }
             _ => rest.push(a),
         }
     }
@@ -158,6 +164,77 @@ fn shell_quote(s: &str) -> String {
     }
 }
 
+/// The shells `xprof completions` writes scripts for.
+pub const SHELLS: &[&str] = &["bash", "zsh", "fish", "elvish", "powershell"];
+
+/// `xprof completions SHELL`: a completion script for every tool of `reg` and the host's
+/// commands and flags, generated from the same clap commands the CLI parses with.
+pub fn completions(
+    reg: &crate::registry::Registry,
+    args: &[String],
+) -> Result<String, xprof_plugin_api::ToolError> {
+    use clap_complete::Shell;
+    let usage = || {
+        xprof_plugin_api::ToolError::usage(match args.first() {
+            Some(a) => format!("completions: unknown shell `{a}`"),
+            None => "completions: which shell?".to_string(),
+        })
+        .with_hint(format!(
+            "xprof completions {}; e.g. `xprof completions bash > ~/.local/share/bash-completion/completions/xprof`",
+            SHELLS.join("|")
+        ))
+    };
+    let shell: Shell = match args {
+        [one] => one.parse().map_err(|_| usage())?,
+        _ => return Err(usage()),
+    };
+    let host_flag = |name: &'static str, help: &'static str| {
+        Arg::new(name)
+            .long(name)
+            .help(help)
+            .action(ArgAction::SetTrue)
+            .global(true)
+    };
+    let mut cmd = Command::new("xprof")
+        .arg(
+            Arg::new("format")
+                .long("format")
+                .value_parser(FORMATS.to_vec())
+                .global(true)
+                .help("output format"),
+        )
+        .arg(host_flag("full", "no 16 KB output budget"))
+        .arg(host_flag("compact", "one line of JSON"))
+        .arg(host_flag("no_cache", "do not use the result cache"))
+        .arg(host_flag("bypass_cache", "recompute and store"))
+        .arg(
+            Arg::new("plugin-dir")
+                .long("plugin-dir")
+                .global(true)
+                .value_hint(clap::ValueHint::DirPath),
+        )
+        .subcommand(Command::new("tools").about("list the tools"))
+        .subcommand(Command::new("plugins").about("list the plugins"))
+        .subcommand(Command::new("mcp").about("serve the tools over MCP"))
+        .subcommand(
+            Command::new("cache")
+                .about("the result cache")
+                .subcommand(Command::new("stats"))
+                .subcommand(Command::new("clear")),
+        )
+        .subcommand(
+            Command::new("completions")
+                .about("a shell completion script")
+                .arg(Arg::new("shell").value_parser(SHELLS.to_vec())),
+        );
+    for tool in reg.tools.values() {
+        cmd = cmd.subcommand(tool_command(tool));
+    }
+    let mut buf = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "xprof", &mut buf);
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
 /// Build the clap command of one tool from its schema.
 pub fn tool_command(tool: &ToolEntry) -> Command {
     let mut after = String::new();
@@ -171,8 +248,9 @@ pub fn tool_command(tool: &ToolEntry) -> Command {
         after.push('\n');
     }
     after.push_str(
-        "\nHost flags: --full (no 16 KB output budget), --format json|text|table, --plugin-dir DIR, \
-         --no-default-plugin-dirs, --no_cache, --bypass_cache, --cache_ttl SECS, --verbose",
+        "\nHost flags: --full (no 16 KB output budget), --format json|compact|text|table, --compact, \
+         --plugin-dir DIR, --no-default-plugin-dirs, --no_cache, --bypass_cache, --cache_ttl SECS, \
+         --verbose",
     );
     let mut cmd = Command::new(tool.name.clone())
         .bin_name(format!("xprof {}", tool.name))

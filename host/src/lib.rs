@@ -410,6 +410,13 @@ pub fn run(argv: Vec<String>) -> i32 {
         }
         Some("mcp") => mcp::run(reg, &rest[1..], &g),
         Some("cache") => cache::command(&rest[1..], &g),
+        Some("completions") => match cli::completions(&reg, &rest[1..]) {
+            Ok(script) => {
+                out(&script);
+                0
+            }
+            Err(e) => output::print_error(None, &e),
+        },
         Some(name) => run_tool(&reg, name, &rest[1..], &g),
     }
 }

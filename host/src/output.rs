@@ -67,14 +67,24 @@ pub fn render(
     format: &str,
     budget: Option<&crate::budget::Budget>,
 ) -> Result<String, ToolError> {
-    let fitted = budget.and_then(|b| b.fit_result(result, crate::budget::Form::Pretty));
+    let form = if format == "compact" {
+        crate::budget::Form::Compact
+    } else {
+        crate::budget::Form::Pretty
+    };
+    let fitted = budget.and_then(|b| b.fit_result(result, form));
     let result = fitted.as_ref().unwrap_or(result);
     match format {
         "text" => Ok(render_text(result)),
         "table" => Ok(render_table(result)),
         _ => {
-            // Re-indented from the plugin's text when it is canonical (no parse at all).
-            let body = result.pretty();
+            // Re-indented from the plugin's text when it is canonical (no parse at all);
+            // `compact`: the plugin's own one-line text.
+            let body = if format == "compact" {
+                result.compact().into_owned()
+            } else {
+                result.pretty()
+            };
             if body.len() > SPILL_BYTES {
                 let env = spill(tool, &body, content_type)?;
                 return Ok(serde_json::to_string_pretty(&env).unwrap_or_default());
@@ -140,8 +150,7 @@ pub fn render_table(v: &Value) -> String {
     if !v.is_object() {
         return render_text(v);
     }
-    let mut kv = Table::new();
-    kv.set_content_arrangement(ContentArrangement::Dynamic);
+    let mut kv = new_table();
     kv.set_header(vec!["field", "value"]);
     let mut lists = Vec::new();
     let mut has_kv = false;
@@ -166,8 +175,7 @@ pub fn render_table(v: &Value) -> String {
                 }
             }
         }
-        let mut t = Table::new();
-        t.set_content_arrangement(ContentArrangement::Dynamic);
+        let mut t = new_table();
         t.set_header(cols.clone());
         for r in rows {
             t.add_row(
@@ -179,6 +187,22 @@ pub fn render_table(v: &Value) -> String {
         out.push_str(&format!("\n{name}:\n{t}\n"));
     }
     out
+}
+
+/// A table as wide as the terminal: comfy-table measures a terminal on stdout itself; piped,
+/// `$COLUMNS` (what shells export) says how wide, else no limit.
+fn new_table() -> Table {
+    let mut t = Table::new();
+    t.set_content_arrangement(ContentArrangement::Dynamic);
+    if !t.is_tty()
+        && let Some(w) = std::env::var("COLUMNS")
+            .ok()
+            .and_then(|c| c.trim().parse::<u16>().ok())
+            .filter(|w| *w >= 20)
+    {
+        t.set_width(w);
+    }
+    t
 }
 
 /// What [`flatten`] finds at a path: a value to print in one cell, or rows of a table.
