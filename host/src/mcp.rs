@@ -184,7 +184,7 @@ Usage: xprof mcp [--http [ADDR]] [--token TOKEN] [--root DIR]... [--tools SET,..
                    $XLA_HLO_DUMP_DIR and $XLA_JF_DUMP_DIR where set, else the working directory.
                    Over stdio the roots a client announces (roots/list) are added.
   --tools SET,...  the tools to list and serve: `triage` (the default: the tools that answer why a
-                   program is slow or out of memory, ~17 tools), `all`, or a plugin's name (`core`,
+                   program is slow or out of memory, ~18 tools), `all`, or a plugin's name (`core`,
                    `hlo`, `kernel`, ...); repeatable and combinable (`--tools triage,hlo`). The
                    example-vendor plugin's tools are listed only with `all` or `--plugin`.
                    `describe_tool` is always listed: the full description of any tool.

@@ -40,6 +40,7 @@
 pub mod attribution;
 pub mod counter_ids;
 pub mod counters;
+pub mod diagnose;
 pub mod diff;
 pub mod framework;
 pub mod input_pipeline;

@@ -23,6 +23,7 @@ pub const DEFAULT_SET: &str = "triage";
 /// The tools that answer "why is it slow, why does it run out of memory, what changed",
 /// with what an agent needs to find its way (runs, hosts, the HLO around an op).
 pub const TRIAGE: &[&str] = &[
+    "diagnose",
     "list_runs",
     "get_hosts",
     "get_overview",
@@ -253,6 +254,8 @@ pub fn prompt(name: &str, args: &JsonObject) -> Result<GetPromptResult, ToolErro
             let p = arg("path")?;
             format!(
                 "Find why the program captured at {p} is slow and what to change first.\n\
+                 0. diagnose path={p}: the bottleneck, its evidence and the three changes that can \
+                 save the most, each with the next call; then confirm with the tools below.\n\
                  1. get_overview path={p}: step time, duty cycle, idle time and where device time goes.\n\
                  2. get_top_hlo_ops path={p}: the ops that take the time; get_roofline_model for \
                  whether each is compute- or memory-bound.\n\

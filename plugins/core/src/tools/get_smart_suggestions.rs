@@ -67,20 +67,29 @@ impl Tool for GetSmartSuggestions {
             &run.core_details(),
             empty_intersect,
         );
-        let mut sig = xprof_views::suggestions::signals_with_events(&st, &ip, &run);
-        // The async-op windows, from the device planes as analyze_async_overlap reads them.
-        let (raw, _) = load_raw(call, &s, |n| n.starts_with("/device:"))?;
-        let overlap = xprof_views::overlap::analyze(&raw, Default::default(), 0);
-        sig.async_exposure = xprof_views::overlap::AsyncExposure::from_analysis(
-            &overlap,
-            st.device_db.total_time_ps,
-        );
-        let body = match xprof_views::suggestions::smart_suggestions(&sig) {
+        let body = match suggestions_of(call, &s, &run, &st, &ip)? {
             Value::Object(m) => m,
             _ => Map::new(),
         };
         Ok(with_capture(&s, &used, &run.warnings, body).into())
     }
+}
+
+/// XProf's rules and ours on a loaded run (also read by `diagnose`).
+pub(super) fn suggestions_of(
+    call: &mut Call,
+    s: &xprof_capture::Session,
+    run: &xprof_views::LoadedRun,
+    st: &xprof_opstats::OpStats,
+    ip: &xprof_views::input_pipeline::InputPipeline,
+) -> Result<Value, ToolError> {
+    let mut sig = xprof_views::suggestions::signals_with_events(st, ip, run);
+    // The async-op windows, from the device planes as analyze_async_overlap reads them.
+    let (raw, _) = load_raw(call, s, |n| n.starts_with("/device:"))?;
+    let overlap = xprof_views::overlap::analyze(&raw, Default::default(), 0);
+    sig.async_exposure =
+        xprof_views::overlap::AsyncExposure::from_analysis(&overlap, st.device_db.total_time_ps);
+    Ok(xprof_views::suggestions::smart_suggestions(&sig))
 }
 
 #[cfg(test)]

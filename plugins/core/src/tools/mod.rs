@@ -2,6 +2,7 @@ mod aggregate_xplane_events;
 mod analyze_async_overlap;
 mod check_host_boundness;
 mod detect_unfused_reshapes;
+mod diagnose;
 mod diff_sessions;
 mod get_device_information;
 mod get_device_time_attribution;
