@@ -326,6 +326,7 @@ pub fn smart_suggestions(sig: &Signals) -> Value {
             c.count, c.later_steps_with_compile, c.steps.saturating_sub(1), one_digit(p)), c.to_json()));
     }
     // Ours: async collectives and copies the device waits for (analyze_async_overlap).
+    let mut exposed_async_fired = false;
     if let Some(a) = &sig.async_exposure
         && let Some(p) = a.exposed_percent()
         && p >= EXPOSED_ASYNC_BOUND
@@ -345,6 +346,7 @@ pub fn smart_suggestions(sig: &Signals) -> Value {
         out.push(our_rule("ExposedAsyncRule", format!(
             "Exposed async ops: {} async windows (collectives, copies, send/recv) leave {}% of the device time uncovered by compute ({}). {how} See analyze_async_overlap for each window.",
             a.windows, one_digit(p), top.join(", ")), a.to_json()));
+        exposed_async_fired = true;
     }
     // Ours: the same compute/memory classification on measured utilisation, since XProf's
     // open-source overview passes 0 for both.
@@ -359,7 +361,9 @@ pub fn smart_suggestions(sig: &Signals) -> Value {
             out.push(our_rule("MeasuredMemoryBoundRule", format!(
                 "Memory bound (measured): HBM bandwidth at {}% of peak while the FLOP rate is {}% of peak. Fuse memory-bound ops and cut bytes moved.",
                 one_digit(h), one_digit(f)), cites));
-        } else if f < MXU_LOW && h < HBM_LOW {
+        } else if f < MXU_LOW && h < HBM_LOW && !exposed_async_fired {
+            // Not beside ExposedAsync: the device then waits on its async copies and
+            // collectives, and "look for idle time, small ops" would point elsewhere.
             out.push(our_rule("MeasuredLatencyBoundRule", format!(
                 "Neither compute nor memory bound (measured): {}% of peak FLOP rate, {}% of peak HBM bandwidth over the profile. Look for idle time, small ops and host overhead (get_overview, get_input_pipeline).",
                 one_digit(f), one_digit(h)), cites));
@@ -778,4 +782,62 @@ pub fn event_time_fractions(run: &crate::LoadedRun, target: &str) -> EventFracti
         out.per_host.push((h.model.hostname.clone(), host));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::overlap::AsyncExposure;
+
+    fn rules(sig: &Signals) -> Vec<String> {
+        smart_suggestions(sig)["suggestions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["ruleName"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    fn waiting_on_copies(exposed_union_ps: i64, exposed_ps: i64) -> AsyncExposure {
+        AsyncExposure {
+            windows: 40,
+            span_ps: exposed_ps,
+            exposed_ps,
+            exposed_union_ps,
+            device_time_ps: 1_000_000,
+            by_op: vec![("copy".into(), exposed_ps)],
+            gpu: false,
+        }
+    }
+
+    fn idle_device() -> Signals {
+        Signals {
+            measured_flops_percent: Some(0.5),
+            measured_hbm_percent: Some(1.0),
+            ..Signals::default()
+        }
+    }
+
+    /// Issue 33: on a TPU inference capture the async rule said copies "leave 302.3 % of the
+    /// device time uncovered" (the sum of overlapping windows), and "look for idle time, small
+    /// ops" stood beside copy-done taking 83.5 % of the device time.
+    #[test]
+    fn exposed_async_cites_the_union_and_the_latency_rule_does_not_contradict_it() {
+        let mut sig = idle_device();
+        sig.async_exposure = Some(waiting_on_copies(835_000, 3_023_000));
+        let out = smart_suggestions(&sig);
+        let names = rules(&sig);
+        assert_eq!(names, ["ExposedAsyncRule"], "{out}");
+        let text = out["suggestions"][0]["suggestionText"].as_str().unwrap();
+        assert!(text.contains("leave 83.5% of the device time"), "{text}");
+    }
+
+    #[test]
+    fn the_latency_rule_fires_on_an_idle_device_without_exposed_async_ops() {
+        assert_eq!(rules(&idle_device()), ["MeasuredLatencyBoundRule"]);
+        let mut sig = idle_device();
+        // Async ops hidden behind compute: below the bound, so the latency rule stands.
+        sig.async_exposure = Some(waiting_on_copies(10_000, 10_000));
+        assert_eq!(rules(&sig), ["MeasuredLatencyBoundRule"]);
+    }
 }
