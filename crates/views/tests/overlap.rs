@@ -36,8 +36,27 @@ fn async_windows_equal_xprofs_agent_cli() {
     .unwrap();
     let got = Value::Object(analyze(&async_run(), Thresholds::default(), 20));
     assert_eq!(got["status"], want["status"]);
-    for k in ["summary", "by_op", "by_plane", "concurrency", "thresholds"] {
+    for k in ["by_op", "concurrency", "thresholds"] {
         assert_eq!(got[k], want[k], "{k}");
+    }
+    // XProf's fields equal; ours add `exposed_union_ps` (and its note) beside them.
+    assert_eq!(
+        without(&got["summary"], &["exposed_union_ps", "exposed_union_note"]),
+        want["summary"]
+    );
+    assert_eq!(
+        got["summary"]["exposed_union_ps"], 250,
+        "no windows overlap here"
+    );
+    let planes = got["by_plane"].as_object().unwrap();
+    let want_planes = want["by_plane"].as_object().unwrap();
+    assert_eq!(planes.len(), want_planes.len());
+    for (name, p) in planes {
+        assert_eq!(
+            without(p, &["exposed_union_ps"]),
+            want_planes[name],
+            "{name}"
+        );
     }
     // Same order of op families (most exposed first).
     let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
@@ -142,4 +161,13 @@ fn a_capture_without_device_lines_has_no_timeline() {
         got["summary"]["overlap_ratio_reason"],
         "no device timeline events"
     );
+}
+
+/// `v` without our own `keys` (fields XProf does not print).
+fn without(v: &Value, keys: &[&str]) -> Value {
+    let mut m = v.as_object().unwrap().clone();
+    for k in keys {
+        m.shift_remove(*k);
+    }
+    Value::Object(m)
 }
