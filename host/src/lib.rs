@@ -10,6 +10,7 @@ pub mod mcp;
 pub mod output;
 pub mod registry;
 pub mod result_json;
+pub mod skills;
 
 use std::io::Write;
 
@@ -372,6 +373,18 @@ pub fn run(argv: Vec<String>) -> i32 {
         // A worker of `xprof mcp` (one tool call; module `mcp::worker`).
         return mcp::worker::serve();
     }
+    if rest.first().map(String::as_str) == Some("mcp")
+        && rest.get(1).map(String::as_str) == Some("install")
+    {
+        // Not a server: a config entry written or printed (module `mcp::install`).
+        return match mcp::install::command(&rest[2..]) {
+            Ok(v) => {
+                out(&serde_json::to_string_pretty(&v).unwrap_or_default());
+                0
+            }
+            Err(e) => output::print_error(None, &e),
+        };
+    }
     if rest.first().map(String::as_str) == Some("mcp") {
         // Before plugins load: from here on only the MCP transport may write to stdout.
         mcp::claim_stdout();
@@ -410,6 +423,13 @@ pub fn run(argv: Vec<String>) -> i32 {
         }
         Some("mcp") => mcp::run(reg, &rest[1..], &g),
         Some("cache") => cache::command(&rest[1..], &g),
+        Some("skills") => match skills::command(&reg, &rest[1..]) {
+            Ok(v) => {
+                out(&serde_json::to_string_pretty(&v).unwrap_or_default());
+                0
+            }
+            Err(e) => output::print_error(None, &e),
+        },
         Some("completions") => match cli::completions(&reg, &rest[1..]) {
             Ok(script) => {
                 out(&script);

@@ -23,7 +23,15 @@ use crate::result_json::ResultJson;
 pub const FIRST_PARTY: &[&str] = &["core", "hlo", "kernel", "report"];
 
 /// Top-level command names a tool may not take.
-pub const RESERVED_NAMES: &[&str] = &["plugins", "mcp", "cache", "help", "tools", "completions"];
+pub const RESERVED_NAMES: &[&str] = &[
+    "plugins",
+    "mcp",
+    "cache",
+    "help",
+    "tools",
+    "completions",
+    "skills",
+];
 
 /// Where a plugin directory came from; decides first-party trust and precedence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
