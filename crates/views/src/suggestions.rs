@@ -538,19 +538,26 @@ pub fn host_boundness(s: &OpStats, ip: &InputPipeline, ici_percent: Option<(f64,
             no_dev
         },
     );
+    // A device without an op timeline (e.g. a GPU capture whose kernels no XLA op groups) is
+    // not a CPU-only capture: say which it is (XProf prints 100 % idle for both).
+    let no_idle = if device {
+        "the device planes carry no op timeline to measure idle time (XProf prints 100 % idle)"
+    } else {
+        no_dev
+    };
     let idle_ratio = duty.map(|d| 100.0 - d);
-    insert_or_reason(&mut m, "idle_time_ratio_percent", idle_ratio, no_dev);
+    insert_or_reason(&mut m, "idle_time_ratio_percent", idle_ratio, no_idle);
     insert_or_reason(
         &mut m,
         "idle_to_active_compute_ratio",
         duty.map(|_| safe_div(idle, busy)),
-        no_dev,
+        no_idle,
     );
     insert_or_reason(
         &mut m,
         "equivalent_idle_chips",
         idle_ratio.map(|r| r / 100.0 * cores as f64),
-        no_dev,
+        no_idle,
     );
     let mxu_idle = sig.measured_flops_percent.map(|f| (100.0 - f).max(0.0));
     insert_or_reason(
@@ -590,7 +597,7 @@ pub fn host_boundness(s: &OpStats, ip: &InputPipeline, ici_percent: Option<(f64,
         &mut m,
         "pure_idle_time_ms",
         idle_ratio.map(|r| r / 100.0 * total_ms),
-        no_dev,
+        no_idle,
     );
     m.insert("total_duration_ms".into(), json!(total_ms));
     m.insert("number_of_steps".into(), json!(b.steps));

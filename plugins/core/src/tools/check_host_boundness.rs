@@ -96,3 +96,49 @@ fn ici_percent(t: &xprof_views::table::Table) -> Option<(f64, f64)> {
     };
     Some((sum("ICI (Read)")?, sum("ICI (Write)")?))
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+    use xprof_plugin_api::sdk::{invoke_json, testing};
+
+    fn verdict(path: std::path::PathBuf) -> Value {
+        let args = json!({"path": path.display().to_string()});
+        invoke_json(
+            env!("CARGO_CRATE_NAME"),
+            "check_host_boundness",
+            &args.to_string(),
+            "{}",
+        )
+        .unwrap()["result"]
+            .clone()
+    }
+
+    /// Issue 28, class 10: on a 16-GPU TensorFlow capture whose kernels no XLA op groups, the
+    /// idle metrics' reasons said "CPU-only capture". They name the missing op timeline now,
+    /// and a real CPU capture still says CPU-only.
+    #[test]
+    fn a_gpu_capture_without_an_op_timeline_is_not_called_cpu_only() {
+        let Some(corpus) = testing::corpus(env!("CARGO_MANIFEST_DIR")) else {
+            return;
+        };
+        let gpu = verdict(corpus.join("fixtures/gpu-real/tf-gpu-multiworker-demo"));
+        let m = &gpu["metrics"];
+        assert_eq!(m["core_count"], 16, "{gpu}");
+        for k in [
+            "idle_time_ratio_percent",
+            "equivalent_idle_chips",
+            "pure_idle_time_ms",
+        ] {
+            assert!(m[k].is_null(), "{k}: {gpu}");
+            let why = m[format!("{k}_reason")].as_str().unwrap();
+            assert!(!why.contains("CPU-only"), "{k}: {why}");
+            assert!(why.contains("no op timeline"), "{k}: {why}");
+        }
+        let cpu = verdict(corpus.join("fixtures/jax-cpu/logdir/plugins/profile/mlp_train"));
+        let why = cpu["metrics"]["idle_time_ratio_percent_reason"]
+            .as_str()
+            .unwrap();
+        assert!(why.contains("CPU-only"), "{why}");
+    }
+}
