@@ -184,6 +184,17 @@ impl LoadedRun {
         Some((combined, empty))
     }
 
+    /// [`LoadedRun::op_stats_checked`] and XProf's input pipeline over it, which the
+    /// verdict tools (input pipeline, host boundness, suggestions, diagnose) all read.
+    pub fn op_stats_and_input_pipeline(
+        &self,
+    ) -> Option<(OpStats, crate::input_pipeline::InputPipeline)> {
+        let (st, empty_intersect) = self.op_stats_checked()?;
+        let ip =
+            crate::input_pipeline::input_pipeline_with(&st, &self.core_details(), empty_intersect);
+        Some((st, ip))
+    }
+
     /// Each host's OpStats, built in parallel.
     fn per_host(&self, opts: xprof_opstats::BuildOptions) -> Vec<OpStats> {
         self.hosts

@@ -62,14 +62,9 @@ impl Tool for CheckHostBoundness {
         let (run, raw) =
             xprof_views::load::load_with_raw(&list, &s.hlo_protos, xprof_views::load::tpu_planes)
                 .map_err(views_error)?;
-        let (st, empty_intersect) = run
-            .op_stats_checked()
+        let (st, ip) = run
+            .op_stats_and_input_pipeline()
             .ok_or_else(|| ToolError::internal("no host selected"))?;
-        let ip = xprof_views::input_pipeline::input_pipeline_with(
-            &st,
-            &run.core_details(),
-            empty_intersect,
-        );
         let ici = ici_percent(&xprof_views::counters::utilization_viewer(&raw));
         let body = match xprof_views::suggestions::host_boundness(&st, &ip, ici) {
             Value::Object(m) => m,

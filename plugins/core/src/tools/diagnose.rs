@@ -58,14 +58,9 @@ impl Tool for Diagnose {
             format!("'{}'", dir.replace('\'', "'\\''"))
         };
         let (run, used) = load_run(call, &s)?;
-        let (st, empty_intersect) = run
-            .op_stats_checked()
+        let (st, ip) = run
+            .op_stats_and_input_pipeline()
             .ok_or_else(|| ToolError::internal("no host selected"))?;
-        let ip = xprof_views::input_pipeline::input_pipeline_with(
-            &st,
-            &run.core_details(),
-            empty_intersect,
-        );
         let suggestions = suggestions_of(call, &s, &run, &st, &ip)?;
         let overview = xprof_opstats::views::overview(&st);
         let (rows, host_executed) = match xprof_opstats::views::op_db(&st) {

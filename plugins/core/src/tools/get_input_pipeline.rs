@@ -93,14 +93,9 @@ impl Tool for GetInputPipeline {
         let limit = call.usize_or("limit", 30)?;
         let s = session(call)?;
         let (run, used) = load_run(call, &s)?;
-        let (st, empty_intersect) = run
-            .op_stats_checked()
+        let (_, ip) = run
+            .op_stats_and_input_pipeline()
             .ok_or_else(|| ToolError::internal("no host selected"))?;
-        let ip = xprof_views::input_pipeline::input_pipeline_with(
-            &st,
-            &run.core_details(),
-            empty_intersect,
-        );
         let b = &ip.bottleneck;
         let mut body = Map::new();
         body.insert("hardware_type".into(), json!(ip.hardware_type.as_str()));

@@ -59,14 +59,9 @@ impl Tool for GetSmartSuggestions {
     fn run(&self, call: &mut Call) -> Result<ToolOutput, ToolError> {
         let s = session(call)?;
         let (run, used) = load_run(call, &s)?;
-        let (st, empty_intersect) = run
-            .op_stats_checked()
+        let (st, ip) = run
+            .op_stats_and_input_pipeline()
             .ok_or_else(|| ToolError::internal("no host selected"))?;
-        let ip = xprof_views::input_pipeline::input_pipeline_with(
-            &st,
-            &run.core_details(),
-            empty_intersect,
-        );
         let body = match suggestions_of(call, &s, &run, &st, &ip)? {
             Value::Object(m) => m,
             _ => Map::new(),
