@@ -5,6 +5,7 @@
 pub mod budget;
 pub mod cache;
 pub mod cli;
+pub mod files;
 pub mod index;
 pub mod mcp;
 pub mod output;
@@ -292,6 +293,17 @@ fn run_tool(reg: &Registry, name: &str, argv: &[String], g: &GlobalOpts) -> i32 
     }
 }
 
+/// A host command's answer: the JSON on stdout (exit 0), or the error on stderr.
+fn print_answer(answer: Result<Value, ToolError>) -> i32 {
+    match answer {
+        Ok(v) => {
+            out(&serde_json::to_string_pretty(&v).unwrap_or_default());
+            0
+        }
+        Err(e) => output::print_error(None, &e),
+    }
+}
+
 /// Is `rest` a tool call (not the listing or one of the host's own commands)?
 fn called_tool(rest: &[String]) -> Option<&str> {
     rest.first()
@@ -377,13 +389,7 @@ pub fn run(argv: Vec<String>) -> i32 {
         && rest.get(1).map(String::as_str) == Some("install")
     {
         // Not a server: a config entry written or printed (module `mcp::install`).
-        return match mcp::install::command(&rest[2..]) {
-            Ok(v) => {
-                out(&serde_json::to_string_pretty(&v).unwrap_or_default());
-                0
-            }
-            Err(e) => output::print_error(None, &e),
-        };
+        return print_answer(mcp::install::command(&rest[2..]));
     }
     if rest.first().map(String::as_str) == Some("mcp") {
         // Before plugins load: from here on only the MCP transport may write to stdout.
@@ -423,13 +429,7 @@ pub fn run(argv: Vec<String>) -> i32 {
         }
         Some("mcp") => mcp::run(reg, &rest[1..], &g),
         Some("cache") => cache::command(&rest[1..], &g),
-        Some("skills") => match skills::command(&reg, &rest[1..]) {
-            Ok(v) => {
-                out(&serde_json::to_string_pretty(&v).unwrap_or_default());
-                0
-            }
-            Err(e) => output::print_error(None, &e),
-        },
+        Some("skills") => print_answer(skills::command(&reg, &rest[1..])),
         Some("completions") => match cli::completions(&reg, &rest[1..]) {
             Ok(script) => {
                 out(&script);

@@ -190,13 +190,13 @@ Usage: xprof mcp [--http [ADDR]] [--token TOKEN] [--root DIR]... [--tools SET,..
                    example-vendor plugin's tools are listed only with `all` or `--plugin`.
                    `describe_tool` is always listed: the full description of any tool.
   --plugin NAME    add every tool of that plugin (repeatable)
-
-`xprof mcp install --client claude|claude-desktop|codex|cursor|gemini|vscode [--print] [-- ARGS]`
-registers this binary (`xprof mcp ARGS`) in that client's config, or prints what to run or paste.
   --call_timeout_s S     each tool call runs in its own worker process, stopped (an isError
                          result naming the limit) after S seconds (default 300)
   --call_max_rss_mb MB   ... or once it holds more than MB MiB of anonymous memory (default
                          8192; mapped capture files do not count)
+
+`xprof mcp install --client claude|claude-desktop|codex|cursor|gemini|vscode [--print] [-- ARGS]`
+registers this binary (`xprof mcp ARGS`) in that client's config, or prints what to run or paste.
 
 Host flags apply too: --plugin-dir, --no_cache, --bypass_cache, --cache_ttl.
 See docs/MCP.md for client configurations.";

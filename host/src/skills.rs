@@ -134,27 +134,17 @@ fn frontmatter(extra: &str) -> String {
 }
 
 fn home() -> Result<PathBuf, ToolError> {
-    std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from)
-        .ok_or_else(|| {
-            ToolError::path("HOME is not set: cannot find the client's skills folder")
-                .with_hint("pass --dir DIR")
-        })
+    crate::files::home().ok_or_else(|| {
+        ToolError::path("HOME is not set: cannot find the client's skills folder")
+            .with_hint("pass --dir DIR")
+    })
 }
 
-/// Write `text` to `path` through a temporary file beside it.
-fn write_atomically(path: &Path, text: &str) -> Result<(), ToolError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let fail = |e: std::io::Error| {
+fn write(path: &Path, text: &str) -> Result<(), ToolError> {
+    crate::files::write_atomically(path, text).map_err(|e| {
         ToolError::path(format!("{}: {e}", path.display()))
             .with_hint("pass --dir DIR with a writable directory")
-    };
-    std::fs::create_dir_all(dir).map_err(fail)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(fail)?;
-    std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(fail)?;
-    tmp.persist(path).map_err(|e| fail(e.error))?;
-    Ok(())
+    })
 }
 
 /// The files of the skill for `client` (or the generic layout) under `root`.
@@ -235,7 +225,7 @@ pub fn command(reg: &Registry, args: &[String]) -> Result<Value, ToolError> {
     };
     let mut written = Vec::new();
     for (path, text) in files(reg, client.as_deref(), &root) {
-        write_atomically(&path, &text)?;
+        write(&path, &text)?;
         written.push(json!({"path": path.display().to_string(), "bytes": text.len()}));
     }
     Ok(json!({"status": "written", "client": client, "files": written}))

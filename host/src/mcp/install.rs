@@ -32,13 +32,10 @@ fn usage(m: String) -> ToolError {
 }
 
 fn home() -> Result<PathBuf, ToolError> {
-    std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from)
-        .ok_or_else(|| {
-            ToolError::path("HOME is not set: cannot find the client's config")
-                .with_hint("use --print and paste the entry yourself")
-        })
+    crate::files::home().ok_or_else(|| {
+        ToolError::path("HOME is not set: cannot find the client's config")
+            .with_hint("use --print and paste the entry yourself")
+    })
 }
 
 /// The config file a client reads, and the key its servers live under.
@@ -89,14 +86,8 @@ fn merge_into(path: &Path, key: &str, entry: &Value) -> Result<(), ToolError> {
         return Err(fail(format!("`{key}` is not an object")));
     };
     servers.insert("xprof".into(), entry.clone());
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-    let dir = dir.unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| fail(e.to_string()))?;
     let text = serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n";
-    std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(|e| fail(e.to_string()))?;
-    tmp.persist(path).map_err(|e| fail(e.error.to_string()))?;
-    Ok(())
+    crate::files::write_atomically(path, &text).map_err(|e| fail(e.to_string()))
 }
 
 /// `xprof mcp install ARGS` (ARGS after `install`).
